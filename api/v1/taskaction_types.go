@@ -1,0 +1,364 @@
+package v1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ActionType says what kind of action a TaskAction runs.
+// +kubebuilder:validation:Enum=task;condition
+type ActionType string
+
+const (
+	ActionTypeTask      ActionType = "task"
+	ActionTypeCondition ActionType = "condition"
+)
+
+// TaskActionSpec is one attempt-spanning execution of one task of a workflow run.
+type TaskActionSpec struct {
+	// RunName is the name of the workflow run this action belongs to.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=30
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="runName is immutable"
+	// +required
+	RunName string `json:"runName"`
+
+	// Project of the run.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Project string `json:"project"`
+
+	// Domain of the run.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Domain string `json:"domain"`
+
+	// ActionName is the name of this action within its run.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=30
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="actionName is immutable"
+	// +required
+	ActionName string `json:"actionName"`
+
+	// ParentActionName is the action that started this one, if any.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=30
+	// +optional
+	ParentActionName *string `json:"parentActionName,omitempty"`
+
+	// ShortName is a display name.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	ShortName string `json:"shortName,omitempty"`
+
+	// Group groups actions for display.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Group string `json:"group,omitempty"`
+
+	// ActionType is task (the default) or condition.
+	// +optional
+	ActionType ActionType `json:"actionType,omitempty"`
+
+	// TaskType selects the plugin that runs the task (e.g. container, python-task).
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	TaskType string `json:"taskType,omitempty"`
+
+	// InputURI is the location of the task's inputs file.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	InputURI string `json:"inputUri,omitempty"`
+
+	// RunOutputBase is the prefix under which every action of the run writes its outputs.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	RunOutputBase string `json:"runOutputBase,omitempty"`
+
+	// CacheKey, when set, makes the executor consult the task-output cache.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	CacheKey string `json:"cacheKey,omitempty"`
+
+	// EnvVars are run-scoped environment variables for the task's containers.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$'))",message="envVars keys must be valid environment variable names"
+	// +optional
+	EnvVars map[string]string `json:"envVars,omitempty"`
+
+	// Interruptible overrides whether the task may run on interruptible capacity.
+	// +optional
+	Interruptible *bool `json:"interruptible,omitempty"`
+
+	// TaskTemplate describes what to run.
+	// +optional
+	TaskTemplate *TaskTemplate `json:"taskTemplate,omitempty"`
+}
+
+// TaskTemplate is the typed description of a task.
+type TaskTemplate struct {
+	// ID names the task and its version.
+	// +optional
+	ID TaskID `json:"id,omitempty"`
+
+	// Retries is the number of user retries; the task runs at most retries+1 times.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Retries int32 `json:"retries,omitempty"`
+
+	// Timeout bounds one attempt, counted from the attempt's start (Go duration syntax, e.g. 90s).
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// CacheSerializable makes concurrent actions with the same cache key run only once.
+	// +optional
+	CacheSerializable bool `json:"cacheSerializable,omitempty"`
+
+	// Container is the primary container of the task.
+	// +optional
+	Container *Container `json:"container,omitempty"`
+
+	// SecurityContext says who the task runs as and which secrets it needs.
+	// +optional
+	SecurityContext *SecurityContext `json:"securityContext,omitempty"`
+
+	// PodTemplate holds overrides merged onto the generated pod.
+	// +optional
+	PodTemplate *PodTemplate `json:"podTemplate,omitempty"`
+
+	// Config holds plugin-specific settings.
+	// +optional
+	Config map[string]string `json:"config,omitempty"`
+}
+
+// TaskID identifies a task definition.
+type TaskID struct {
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Name string `json:"name,omitempty"`
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Version string `json:"version,omitempty"`
+}
+
+// Container is the primary container of a task.
+type Container struct {
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Image string `json:"image"`
+	// +optional
+	Command []string `json:"command,omitempty"`
+	// +optional
+	Args []string `json:"args,omitempty"`
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// SecurityContext says who a task runs as and which secrets it needs.
+type SecurityContext struct {
+	// +optional
+	RunAs *RunAs `json:"runAs,omitempty"`
+	// +optional
+	Secrets []Secret `json:"secrets,omitempty"`
+}
+
+// RunAs names the identity of the task's pod.
+type RunAs struct {
+	// K8sServiceAccount is the service account of the task's pod.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	K8sServiceAccount string `json:"k8sServiceAccount,omitempty"`
+}
+
+// MountRequirement says how a secret reaches the task.
+// +kubebuilder:validation:Enum=ENV_VAR;FILE
+type MountRequirement string
+
+const (
+	MountEnvVar MountRequirement = "ENV_VAR"
+	MountFile   MountRequirement = "FILE"
+)
+
+// Secret is one secret a task needs.
+type Secret struct {
+	// +optional
+	Group string `json:"group,omitempty"`
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Key string `json:"key"`
+	// +optional
+	MountRequirement MountRequirement `json:"mountRequirement,omitempty"`
+}
+
+// PodTemplate holds overrides merged onto the pod the container plugin builds.
+type PodTemplate struct {
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// PrimaryContainerName names the container in Spec whose settings merge onto the task's container.
+	// +optional
+	PrimaryContainerName string `json:"primaryContainerName,omitempty"`
+	// Spec is merged onto the generated pod spec. It is validated by the API server when the pod is created.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +optional
+	Spec *corev1.PodSpec `json:"spec,omitempty"`
+}
+
+// Condition types of a TaskAction.
+const (
+	ConditionProgressing = "Progressing"
+	ConditionSucceeded   = "Succeeded"
+	ConditionFailed      = "Failed"
+)
+
+// Condition reasons of a TaskAction.
+const (
+	ReasonQueued           = "Queued"
+	ReasonInitializing     = "Initializing"
+	ReasonExecuting        = "Executing"
+	ReasonCompleted        = "Completed"
+	ReasonRetryableFailure = "RetryableFailure"
+	ReasonPermanentFailure = "PermanentFailure"
+	ReasonAborted          = "Aborted"
+	ReasonPluginNotFound   = "PluginNotFound"
+	ReasonInvalidSpec      = "InvalidSpec"
+	ReasonTimedOut         = "TimedOut"
+)
+
+// CacheStatus is the outcome of consulting the task-output cache.
+// +kubebuilder:validation:Enum=DISABLED;MISS;HIT;POPULATED;LOOKUP_FAILURE;PUT_FAILURE;SKIPPED
+type CacheStatus string
+
+const (
+	CacheDisabled      CacheStatus = "DISABLED"
+	CacheMiss          CacheStatus = "MISS"
+	CacheHit           CacheStatus = "HIT"
+	CachePopulated     CacheStatus = "POPULATED"
+	CacheLookupFailure CacheStatus = "LOOKUP_FAILURE"
+	CachePutFailure    CacheStatus = "PUT_FAILURE"
+	CacheSkipped       CacheStatus = "SKIPPED"
+)
+
+// ErrorKind says whose fault a failure is.
+// +kubebuilder:validation:Enum=USER;SYSTEM
+type ErrorKind string
+
+const (
+	ErrorKindUser   ErrorKind = "USER"
+	ErrorKindSystem ErrorKind = "SYSTEM"
+)
+
+// ErrorState is the structured error of the last failed attempt.
+type ErrorState struct {
+	Code string `json:"code"`
+	// +optional
+	Kind ErrorKind `json:"kind,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// PhaseTransition is one entry of the phase timeline.
+type PhaseTransition struct {
+	Phase      string      `json:"phase"`
+	OccurredAt metav1.Time `json:"occurredAt"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// TaskActionStatus is what the executor observed and decided.
+type TaskActionStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// PhaseHistory is the append-only timeline of phases.
+	// +optional
+	PhaseHistory []PhaseTransition `json:"phaseHistory,omitempty"`
+
+	// Attempts is the current attempt, 1-based.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// SystemFailures counts consecutive system failures of the current attempt.
+	// +optional
+	SystemFailures int32 `json:"systemFailures,omitempty"`
+
+	// PluginPhase is the plugin's view of the phase.
+	// +optional
+	PluginPhase string `json:"pluginPhase,omitempty"`
+
+	// PluginPhaseVersion increases when the phase stays but its details change.
+	// +optional
+	PluginPhaseVersion int32 `json:"pluginPhaseVersion,omitempty"`
+
+	// PluginState is opaque state the plugin keeps between reconciles.
+	// +optional
+	PluginState string `json:"pluginState,omitempty"`
+
+	// +optional
+	CacheStatus CacheStatus `json:"cacheStatus,omitempty"`
+
+	// +optional
+	ErrorState *ErrorState `json:"errorState,omitempty"`
+
+	// PodName is the pod of the current attempt.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+
+	// StartedAt is when the first attempt started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+
+	// AttemptStartedAt is when the current attempt's pod was created; timeouts count from it.
+	// +optional
+	AttemptStartedAt *metav1.Time `json:"attemptStartedAt,omitempty"`
+
+	// CompletedAt is when the TaskAction became terminal.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+}
+
+// TaskAction is one task of a workflow run, executed by the executor.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=ta
+// +kubebuilder:printcolumn:name="Run",type=string,JSONPath=`.spec.runName`
+// +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.actionName`
+// +kubebuilder:printcolumn:name="TaskType",type=string,JSONPath=`.spec.taskType`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=='Progressing')].reason`
+// +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempts`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Succeeded",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=='Succeeded')].status`
+// +kubebuilder:printcolumn:name="Failed",type=string,priority=1,JSONPath=`.status.conditions[?(@.type=='Failed')].status`
+type TaskAction struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec TaskActionSpec `json:"spec"`
+	// +optional
+	Status TaskActionStatus `json:"status,omitempty"`
+}
+
+// TaskActionList is a list of TaskActions.
+// +kubebuilder:object:root=true
+type TaskActionList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TaskAction `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TaskAction{}, &TaskActionList{})
+}

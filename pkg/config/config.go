@@ -1,0 +1,114 @@
+// Package config holds the executor's configuration: its types, defaults,
+// loading from a YAML file and flags, and validation.
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Section is the top-level YAML key under which the executor's configuration lives.
+const Section = "executor"
+
+// Duration is a time.Duration written in Go syntax ("90s", "30m") in YAML and JSON.
+type Duration struct{ time.Duration }
+
+// MarshalJSON writes the duration in Go syntax.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a duration in Go syntax.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration must be a string such as \"90s\" or \"30m\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: use Go syntax such as \"90s\" or \"30m\"", s)
+	}
+	d.Duration = v
+	return nil
+}
+
+// GCConfig configures the garbage collector of terminal TaskActions.
+type GCConfig struct {
+	// Interval between sweeps; 0 disables the garbage collector.
+	Interval Duration `json:"interval"`
+	// MaxTTL is how long a terminal TaskAction is kept after it became terminal.
+	MaxTTL Duration `json:"maxTTL"`
+}
+
+// Config is the `executor` section.
+type Config struct {
+	MetricsBindAddress      string `json:"metricsBindAddress"`
+	HealthProbeBindAddress  string `json:"healthProbeBindAddress"`
+	LeaderElect             bool   `json:"leaderElect"`
+	LeaderElectionNamespace string `json:"leaderElectionNamespace"`
+	MetricsSecure           bool   `json:"metricsSecure"`
+	MetricsCertPath         string `json:"metricsCertPath"`
+	MetricsCertName         string `json:"metricsCertName"`
+	MetricsCertKey          string `json:"metricsCertKey"`
+	WebhookPort             int    `json:"webhookPort"`
+	WebhookCertPath         string `json:"webhookCertPath"`
+	WebhookCertName         string `json:"webhookCertName"`
+	WebhookCertKey          string `json:"webhookCertKey"`
+	EnableHTTP2             bool   `json:"enableHTTP2"`
+
+	EventsServiceURL string `json:"eventsServiceURL"`
+	CacheServiceURL  string `json:"cacheServiceURL"`
+	Cluster          string `json:"cluster"`
+
+	DefaultK8sServiceAccount   string   `json:"defaultK8sServiceAccount"`
+	DefaultCPU                 string   `json:"defaultCPU"`
+	DefaultMemory              string   `json:"defaultMemory"`
+	ImagePullGracePeriod       Duration `json:"imagePullGracePeriod"`
+	CreateContainerGracePeriod Duration `json:"createContainerGracePeriod"`
+
+	MaxSystemFailures       int      `json:"maxSystemFailures"`
+	MaxConcurrentReconciles int      `json:"maxConcurrentReconciles"`
+	RequeueDuration         Duration `json:"requeueDuration"`
+	KubeAPIQPS              float32  `json:"kubeAPIQPS"`
+	KubeAPIBurst            int      `json:"kubeAPIBurst"`
+
+	GC GCConfig `json:"gc"`
+}
+
+// Default returns the configuration used when nothing else is given.
+func Default() Config {
+	return Config{
+		MetricsBindAddress:     ":10254",
+		HealthProbeBindAddress: ":8081",
+		LeaderElect:            false,
+		MetricsSecure:          true,
+		MetricsCertName:        "tls.crt",
+		MetricsCertKey:         "tls.key",
+		WebhookPort:            9443,
+		WebhookCertName:        "tls.crt",
+		WebhookCertKey:         "tls.key",
+		EnableHTTP2:            false,
+
+		EventsServiceURL: "http://localhost:8090",
+		CacheServiceURL:  "http://localhost:8094",
+
+		DefaultCPU:                 "1",
+		DefaultMemory:              "1Gi",
+		ImagePullGracePeriod:       Duration{3 * time.Minute},
+		CreateContainerGracePeriod: Duration{3 * time.Minute},
+
+		MaxSystemFailures: 3,
+		// Reconciles spend most of their time waiting on the API server and on the
+		// events batcher's acknowledgement (one batch window plus one RPC), not on CPU.
+		// 64 workers keep batches full and pods launching while a handful of cores
+		// stay free; more only queue on the client's QPS limit.
+		MaxConcurrentReconciles: 64,
+		RequeueDuration:         Duration{10 * time.Second},
+		KubeAPIQPS:              100,
+		KubeAPIBurst:            200,
+
+		GC: GCConfig{
+			Interval: Duration{30 * time.Minute},
+			MaxTTL:   Duration{time.Hour},
+		},
+	}
+}

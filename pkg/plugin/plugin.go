@@ -1,0 +1,104 @@
+// Package plugin defines the small interface through which the reconciler runs
+// a task type, and the registry that picks a plugin by taskType.
+package plugin
+
+import (
+	"context"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+)
+
+// Phase is a plugin's reading of where an attempt is.
+type Phase string
+
+const (
+	// PhaseNotStarted: nothing was launched for this attempt yet (or it is gone before it was seen).
+	PhaseNotStarted          Phase = "NotStarted"
+	PhaseQueued              Phase = "Queued"
+	PhaseWaitingForResources Phase = "WaitingForResources"
+	PhaseInitializing        Phase = "Initializing"
+	PhaseRunning             Phase = "Running"
+	PhaseSucceeded           Phase = "Succeeded"
+	// PhaseRetryableFailure: the attempt failed; another attempt may succeed.
+	PhaseRetryableFailure Phase = "RetryableFailure"
+	// PhasePermanentFailure: the attempt failed and retrying cannot help.
+	PhasePermanentFailure Phase = "PermanentFailure"
+)
+
+// IsTerminal says whether an attempt in phase p is over.
+func (p Phase) IsTerminal() bool {
+	return p == PhaseSucceeded || p == PhaseRetryableFailure || p == PhasePermanentFailure
+}
+
+// ExecError describes why an attempt failed.
+type ExecError struct {
+	Code    string
+	Kind    flytev1.ErrorKind
+	Message string
+}
+
+// Observation is what a plugin reads from the world about one attempt.
+type Observation struct {
+	Phase Phase
+	// Message explains the phase (a scheduling reason, an image pull, ...).
+	Message string
+	// Error is set for the failure phases.
+	Error *ExecError
+	// OccurredAt is when the phase was reached, as far as the plugin knows (zero: now).
+	OccurredAt time.Time
+	// Progressed says the attempt made real progress (its workload ran), which
+	// resets the consecutive system-failure counter.
+	Progressed bool
+	// RecheckAfter asks for another look after this long even without a watch
+	// event (a grace period that is running out).
+	RecheckAfter time.Duration
+}
+
+// Settings are the executor-wide values plugins need.
+type Settings struct {
+	DefaultServiceAccount      string
+	DefaultCPU                 string
+	DefaultMemory              string
+	ImagePullGracePeriod       time.Duration
+	CreateContainerGracePeriod time.Duration
+}
+
+// TaskContext is one attempt of one TaskAction.
+type TaskContext struct {
+	TaskAction *flytev1.TaskAction
+	// Attempt is 1-based.
+	Attempt  int32
+	Settings Settings
+}
+
+// Plugin runs one family of task types.
+type Plugin interface {
+	// ID names the plugin in logs and errors.
+	ID() string
+	// TaskTypes lists the task types the plugin serves.
+	TaskTypes() []string
+	// Launch starts the attempt. It must be idempotent: launching what already
+	// exists is success. A *LaunchError says the attempt failed to launch.
+	Launch(ctx context.Context, c client.Client, tc TaskContext) error
+	// Observe reads the attempt's state from r (normally the informer cache).
+	Observe(ctx context.Context, r client.Reader, tc TaskContext) (Observation, error)
+	// Abort stops the attempt; stopping what is already gone is success.
+	Abort(ctx context.Context, c client.Client, tc TaskContext) error
+	// Finalize releases what the plugin holds once the TaskAction is done.
+	Finalize(ctx context.Context, c client.Client, tc TaskContext) error
+	// WatchedTypes are the object types the plugin creates, owned by the
+	// TaskAction through a controller reference, so that their changes trigger reconciles.
+	WatchedTypes() []client.Object
+}
+
+// LaunchError is a launch failure that ends the attempt (as opposed to a
+// transient error, which is a system failure to be retried).
+type LaunchError struct {
+	Err       ExecError
+	Retryable bool
+}
+
+func (e *LaunchError) Error() string { return e.Err.Code + ": " + e.Err.Message }

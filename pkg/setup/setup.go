@@ -1,0 +1,144 @@
+// Package setup wires the executor's manager from a Config: servers, caches,
+// leader election, controllers.
+package setup
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/config"
+)
+
+// LeaderElectionID is the name of the leader-election Lease.
+const LeaderElectionID = "abf369a8.flyte.org"
+
+// ManagedLabel marks the pods the executor owns; the pod cache holds only those.
+const ManagedLabel = "flyte.org/managed"
+
+const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// Scheme returns a scheme with the core types and the TaskAction API.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(flytev1.AddToScheme(s))
+	return s
+}
+
+// Options are the parts of the wiring that are not configuration.
+type Options struct {
+	// Controllers, if set, is called with the manager to register controllers.
+	Controllers func(mgr manager.Manager, cfg config.Config) error
+}
+
+// Setup builds the manager from cfg and restCfg. It does not start it.
+func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manager, error) {
+	restCfg = rest.CopyConfig(restCfg)
+	restCfg.QPS = cfg.KubeAPIQPS
+	restCfg.Burst = cfg.KubeAPIBurst
+
+	tlsOpts := []func(*tls.Config){}
+	if !cfg.EnableHTTP2 {
+		// HTTP/2 stays off unless asked for: its rapid-reset and stream
+		// exhaustion attacks are not worth the gain for metrics and webhooks.
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+
+	metricsOpts := metricsserver.Options{
+		BindAddress:   cfg.MetricsBindAddress,
+		SecureServing: cfg.MetricsSecure,
+		TLSOpts:       tlsOpts,
+	}
+	if cfg.MetricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	if cfg.MetricsCertPath != "" {
+		metricsOpts.CertDir = cfg.MetricsCertPath
+		metricsOpts.CertName = cfg.MetricsCertName
+		metricsOpts.KeyName = cfg.MetricsCertKey
+	}
+
+	webhookOpts := webhook.Options{Port: cfg.WebhookPort, TLSOpts: tlsOpts}
+	if cfg.WebhookCertPath != "" {
+		webhookOpts.CertDir = cfg.WebhookCertPath
+		webhookOpts.CertName = cfg.WebhookCertName
+		webhookOpts.KeyName = cfg.WebhookCertKey
+	}
+
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                        Scheme(),
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
+		LeaderElection:                cfg.LeaderElect,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       leaderElectionNamespace(cfg),
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhook.NewServer(webhookOpts),
+		Cache: cache.Options{
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{ManagedLabel: "true"})},
+			},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create controller manager: %w", err)
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr)); err != nil {
+		return nil, fmt.Errorf("add ready check: %w", err)
+	}
+	if opts.Controllers != nil {
+		if err := opts.Controllers(mgr, cfg); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}
+
+// cacheSynced reports ready once the informer cache has synced, so that a new
+// replica takes no traffic before it can see its objects.
+func cacheSynced(mgr manager.Manager) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 0)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return fmt.Errorf("informer cache not synced")
+		}
+		return nil
+	}
+}
+
+func leaderElectionNamespace(cfg config.Config) string {
+	if cfg.LeaderElectionNamespace != "" {
+		return cfg.LeaderElectionNamespace
+	}
+	if _, err := os.Stat(inClusterNamespaceFile); err == nil {
+		return "" // controller-runtime reads the pod's own namespace
+	}
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "default"
+}
