@@ -324,6 +324,10 @@ type TaskActionStatus struct {
 	// +optional
 	AttemptStartedAt *metav1.Time `json:"attemptStartedAt,omitempty"`
 
+	// SystemRetryAt holds back the relaunch after a system failure (backoff).
+	// +optional
+	SystemRetryAt *metav1.Time `json:"systemRetryAt,omitempty"`
+
 	// CompletedAt is when the TaskAction became terminal.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`

@@ -291,6 +291,10 @@ func (in *TaskActionStatus) DeepCopyInto(out *TaskActionStatus) {
 		in, out := &in.AttemptStartedAt, &out.AttemptStartedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.SystemRetryAt != nil {
+		in, out := &in.SystemRetryAt, &out.SystemRetryAt
+		*out = (*in).DeepCopy()
+	}
 	if in.CompletedAt != nil {
 		in, out := &in.CompletedAt, &out.CompletedAt
 		*out = (*in).DeepCopy()

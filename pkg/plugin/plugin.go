@@ -52,6 +52,8 @@ type Observation struct {
 	// Progressed says the attempt made real progress (its workload ran), which
 	// resets the consecutive system-failure counter.
 	Progressed bool
+	// Deleting says the attempt's resource exists but is being deleted.
+	Deleting bool
 	// RecheckAfter asks for another look after this long even without a watch
 	// event (a grace period that is running out).
 	RecheckAfter time.Duration
@@ -80,6 +82,9 @@ type Plugin interface {
 	ID() string
 	// TaskTypes lists the task types the plugin serves.
 	TaskTypes() []string
+	// ResourceName names the attempt's primary resource (for pods: the pod
+	// name), recorded in status.podName. Stable for the same TaskAction and attempt.
+	ResourceName(tc TaskContext) string
 	// Launch starts the attempt. It must be idempotent: launching what already
 	// exists is success. A *LaunchError says the attempt failed to launch.
 	Launch(ctx context.Context, c client.Client, tc TaskContext) error
