@@ -57,3 +57,23 @@ vet:
 
 clean:
 	rm -rf $(BIN)
+
+# proto: Go and connect-go code under gen/ from proto/, with buf and both plugins built
+# from hack/tools (the Go module proxy); the generated code is committed.
+BUF                   := $(BIN)/buf
+PROTOC_GEN_GO         := $(BIN)/protoc-gen-go
+PROTOC_GEN_CONNECT_GO := $(BIN)/protoc-gen-connect-go
+.PHONY: proto verify-proto
+$(BUF): hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && go build -o $(BUF) github.com/bufbuild/buf/cmd/buf
+$(PROTOC_GEN_GO): hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && go build -o $(PROTOC_GEN_GO) google.golang.org/protobuf/cmd/protoc-gen-go
+$(PROTOC_GEN_CONNECT_GO): hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && go build -o $(PROTOC_GEN_CONNECT_GO) connectrpc.com/connect/cmd/protoc-gen-connect-go
+
+proto: $(BUF) $(PROTOC_GEN_GO) $(PROTOC_GEN_CONNECT_GO) ## gen/ from proto/
+	cd proto && PATH="$(BIN):$$PATH" $(BUF) lint && PATH="$(BIN):$$PATH" $(BUF) generate
+
+verify-proto: proto ## fails when gen/ is stale
+	@git diff --exit-code -- gen || { echo "gen/ is stale: run 'make proto' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- gen)" || { echo "untracked generated files: run 'make proto' and commit"; git status --porcelain -- gen; exit 1; }
