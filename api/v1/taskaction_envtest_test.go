@@ -2,11 +2,20 @@ package v1_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
@@ -26,12 +35,290 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func TestSmokeCreate(t *testing.T) {
-	ta := &flytev1.TaskAction{
-		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Namespace: "default"},
-		Spec:       flytev1.TaskActionSpec{RunName: "r", Project: "p", Domain: "d", ActionName: "a"},
-	}
-	if err := env.Client.Create(context.Background(), ta); err != nil {
+// newNamespace gives each test its own namespace so that names and lists do not collide.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "api-"}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
+	// envtest runs no namespace controller, so deleting would leave it Terminating; leave it.
+	return ns.Name
+}
+
+func minimal(ns, name string) *flytev1.TaskAction {
+	return &flytev1.TaskAction{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: flytev1.TaskActionSpec{
+			RunName:    "run-1",
+			Project:    "flytesnacks",
+			Domain:     "development",
+			ActionName: "a0",
+		},
+	}
+}
+
+func full(ns, name string) *flytev1.TaskAction {
+	ta := minimal(ns, name)
+	ta.Labels = map[string]string{"suite": "api"}
+	ta.Spec.ParentActionName = ptr.To("root")
+	ta.Spec.ShortName = "say-hello"
+	ta.Spec.Group = "g1"
+	ta.Spec.ActionType = flytev1.ActionTypeTask
+	ta.Spec.TaskType = "container"
+	ta.Spec.InputURI = "s3://bucket/run-1/a0/inputs.pb"
+	ta.Spec.RunOutputBase = "s3://bucket/run-1/"
+	ta.Spec.CacheKey = "k-123"
+	ta.Spec.EnvVars = map[string]string{"RUN_ID": "run-1", "_X9": "y"}
+	ta.Spec.Interruptible = ptr.To(true)
+	ta.Spec.TaskTemplate = &flytev1.TaskTemplate{
+		ID:                flytev1.TaskID{Name: "hello", Version: "v1"},
+		Retries:           2,
+		Timeout:           &metav1.Duration{Duration: 90 * time.Second},
+		CacheSerializable: true,
+		Container: &flytev1.Container{
+			Image:   "busybox:1.36",
+			Command: []string{"sh", "-c"},
+			Args:    []string{"echo hello"},
+			Env:     []corev1.EnvVar{{Name: "A", Value: "b"}},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{
+					corev1.ResourceCPU:    resource.MustParse("500m"),
+					corev1.ResourceMemory: resource.MustParse("128Mi"),
+				},
+				Limits: corev1.ResourceList{
+					corev1.ResourceCPU:    resource.MustParse("1"),
+					corev1.ResourceMemory: resource.MustParse("256Mi"),
+				},
+			},
+		},
+		SecurityContext: &flytev1.SecurityContext{
+			RunAs: &flytev1.RunAs{K8sServiceAccount: "task-sa"},
+			Secrets: []flytev1.Secret{
+				{Group: "aws", Key: "access-key", MountRequirement: flytev1.MountEnvVar},
+				{Key: "token", MountRequirement: flytev1.MountFile},
+			},
+		},
+		PodTemplate: &flytev1.PodTemplate{
+			Labels:               map[string]string{"team": "ml"},
+			Annotations:          map[string]string{"note": "x"},
+			PrimaryContainerName: "primary",
+			Spec: &corev1.PodSpec{
+				Containers: []corev1.Container{{
+					Name:  "primary",
+					Image: "busybox:1.36",
+					Env:   []corev1.EnvVar{{Name: "FROM_TEMPLATE", Value: "1"}},
+				}},
+				NodeSelector: map[string]string{"pool": "cpu"},
+				Tolerations:  []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}},
+			},
+		},
+		Config: map[string]string{"k": "v"},
+	}
+	return ta
+}
+
+func TestValidTaskActionsAreAdmittedAndReadBackEqual(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	for _, want := range []*flytev1.TaskAction{minimal(ns, "minimal"), full(ns, "full")} {
+		t.Run(want.Name, func(t *testing.T) {
+			sent := want.DeepCopy()
+			if err := env.Client.Create(ctx, sent); err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			var got flytev1.TaskAction
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(want), &got); err != nil {
+				t.Fatalf("get: %v", err)
+			}
+			if !equality.Semantic.DeepEqual(want.Spec, got.Spec) {
+				t.Errorf("spec read back differs:\nsent %+v\ngot  %+v", want.Spec, got.Spec)
+			}
+			if !equality.Semantic.DeepEqual(want.Labels, got.Labels) {
+				t.Errorf("labels: sent %v, got %v", want.Labels, got.Labels)
+			}
+		})
+	}
+}
+
+func TestStatusIsAdmittedThroughTheSubresource(t *testing.T) {
+	ctx := context.Background()
+	ta := minimal(newNamespace(t), "status")
+	if err := env.Client.Create(ctx, ta); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	ta.Status = flytev1.TaskActionStatus{
+		ObservedGeneration: 1,
+		Conditions: []metav1.Condition{{
+			Type: flytev1.ConditionProgressing, Status: metav1.ConditionTrue,
+			Reason: flytev1.ReasonQueued, Message: "queued", LastTransitionTime: now,
+		}},
+		PhaseHistory: []flytev1.PhaseTransition{{Phase: "Queued", OccurredAt: now}},
+		Attempts:     1,
+		CacheStatus:  flytev1.CacheMiss,
+		ErrorState:   &flytev1.ErrorState{Code: "E1", Kind: flytev1.ErrorKindUser, Message: "m"},
+		StartedAt:    &now,
+	}
+	want := ta.Status.DeepCopy()
+	if err := env.Client.Status().Update(ctx, ta); err != nil {
+		t.Fatalf("status update: %v", err)
+	}
+	var got flytev1.TaskAction
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ta), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(*want, got.Status) {
+		t.Errorf("status read back differs:\nsent %+v\ngot  %+v", *want, got.Status)
+	}
+}
+
+func TestListTaskActions(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	names := map[string]bool{"l-0": true, "l-1": true, "l-2": true}
+	for n := range names {
+		ta := minimal(ns, n)
+		ta.Labels = map[string]string{"batch": "b"}
+		if err := env.Client.Create(ctx, ta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One outside the label selector must not be listed.
+	if err := env.Client.Create(ctx, minimal(ns, "other")); err != nil {
+		t.Fatal(err)
+	}
+	var list flytev1.TaskActionList
+	if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"batch": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != len(names) {
+		t.Fatalf("listed %d TaskActions, want %d", len(list.Items), len(names))
+	}
+	for _, it := range list.Items {
+		if !names[it.Name] {
+			t.Errorf("unexpected TaskAction %q in list", it.Name)
+		}
+	}
+	var all flytev1.TaskActionList
+	if err := env.Client.List(ctx, &all, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Items) != len(names)+1 {
+		t.Errorf("listed %d TaskActions in namespace, want %d", len(all.Items), len(names)+1)
+	}
+}
+
+// assertInvalid checks that the API server rejected the request as Invalid and
+// that its message names the field and says what is wrong.
+func assertInvalid(t *testing.T, err error, field, msg string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("admitted; want rejection on %s", field)
+	}
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("want an Invalid error, got %v", err)
+	}
+	if !strings.Contains(err.Error(), field) {
+		t.Errorf("message does not name %q: %v", field, err)
+	}
+	if !strings.Contains(err.Error(), msg) {
+		t.Errorf("message does not say %q: %v", msg, err)
+	}
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		found := false
+		for _, c := range se.Status().Details.Causes {
+			if strings.Contains(c.Field, field) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no cause names field %q: %+v", field, se.Status().Details.Causes)
+		}
+	}
+}
+
+func TestMalformedTaskActionsAreRejected(t *testing.T) {
+	ns := newNamespace(t)
+	cases := []struct {
+		name   string
+		mutate func(*flytev1.TaskAction)
+		field  string
+		msg    string
+	}{
+		{"missing project", func(ta *flytev1.TaskAction) { ta.Spec.Project = "" }, "spec.project", "should be at least 1 chars long"},
+		{"missing runName", func(ta *flytev1.TaskAction) { ta.Spec.RunName = "" }, "spec.runName", "should be at least 1 chars long"},
+		{"negative retries", func(ta *flytev1.TaskAction) {
+			ta.Spec.TaskTemplate = &flytev1.TaskTemplate{Retries: -1}
+		}, "spec.taskTemplate.retries", "should be greater than or equal to 0"},
+		{"retries over 100", func(ta *flytev1.TaskAction) {
+			ta.Spec.TaskTemplate = &flytev1.TaskTemplate{Retries: 101}
+		}, "spec.taskTemplate.retries", "should be less than or equal to 100"},
+		{"runName over 30 chars", func(ta *flytev1.TaskAction) { ta.Spec.RunName = strings.Repeat("r", 31) }, "spec.runName", "may not be more than 30"},
+		{"actionName over 30 chars", func(ta *flytev1.TaskAction) { ta.Spec.ActionName = strings.Repeat("a", 31) }, "spec.actionName", "may not be more than 30"},
+		{"bad actionType", func(ta *flytev1.TaskAction) { ta.Spec.ActionType = "loop" }, "spec.actionType", `Unsupported value: "loop"`},
+		{"bad mountRequirement", func(ta *flytev1.TaskAction) {
+			ta.Spec.TaskTemplate = &flytev1.TaskTemplate{SecurityContext: &flytev1.SecurityContext{
+				Secrets: []flytev1.Secret{{Key: "k", MountRequirement: "VOLUME"}},
+			}}
+		}, "spec.taskTemplate.securityContext.secrets[0].mountRequirement", `Unsupported value: "VOLUME"`},
+		{"invalid envVars key", func(ta *flytev1.TaskAction) { ta.Spec.EnvVars = map[string]string{"1-BAD": "x"} }, "spec.envVars", "envVars keys must be valid environment variable names"},
+		{"container without image", func(ta *flytev1.TaskAction) {
+			ta.Spec.TaskTemplate = &flytev1.TaskTemplate{Container: &flytev1.Container{}}
+		}, "spec.taskTemplate.container.image", "should be at least 1 chars long"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ta := minimal(ns, fmt.Sprintf("bad-%d", i))
+			tc.mutate(ta)
+			assertInvalid(t, env.Client.Create(context.Background(), ta), tc.field, tc.msg)
+		})
+	}
+}
+
+func TestMalformedUpdatesAreRejected(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cases := []struct {
+		name   string
+		status bool
+		mutate func(*flytev1.TaskAction)
+		field  string
+		msg    string
+	}{
+		{"runName immutable", false, func(ta *flytev1.TaskAction) { ta.Spec.RunName = "run-2" }, "spec.runName", "runName is immutable"},
+		{"actionName immutable", false, func(ta *flytev1.TaskAction) { ta.Spec.ActionName = "a1" }, "spec.actionName", "actionName is immutable"},
+		{"bad cacheStatus", true, func(ta *flytev1.TaskAction) { ta.Status.CacheStatus = "MAYBE" }, "status.cacheStatus", `Unsupported value: "MAYBE"`},
+		{"bad errorState kind", true, func(ta *flytev1.TaskAction) {
+			ta.Status.ErrorState = &flytev1.ErrorState{Code: "E", Kind: "OTHER"}
+		}, "status.errorState.kind", `Unsupported value: "OTHER"`},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ta := minimal(ns, fmt.Sprintf("upd-%d", i))
+			if err := env.Client.Create(ctx, ta); err != nil {
+				t.Fatal(err)
+			}
+			tc.mutate(ta)
+			var err error
+			if tc.status {
+				err = env.Client.Status().Update(ctx, ta)
+			} else {
+				err = env.Client.Update(ctx, ta)
+			}
+			assertInvalid(t, err, tc.field, tc.msg)
+		})
+	}
+	// A mutable field still updates, so the immutability rules reject only what they should.
+	t.Run("shortName mutable", func(t *testing.T) {
+		ta := minimal(ns, "upd-ok")
+		if err := env.Client.Create(ctx, ta); err != nil {
+			t.Fatal(err)
+		}
+		ta.Spec.ShortName = "renamed"
+		if err := env.Client.Update(ctx, ta); err != nil {
+			t.Fatalf("update of a mutable field rejected: %v", err)
+		}
+	})
 }
