@@ -52,6 +52,10 @@ type Observation struct {
 	// Progressed says the attempt made real progress (its workload ran), which
 	// resets the consecutive system-failure counter.
 	Progressed bool
+	// Finished says the workload stopped by itself (a pod Succeeded or Failed);
+	// its resource is kept for its logs. Unset for a stuck workload, which the
+	// reconciler aborts when it fails the attempt.
+	Finished bool
 	// Deleting says the attempt's resource exists but is being deleted.
 	Deleting bool
 	// RecheckAfter asks for another look after this long even without a watch

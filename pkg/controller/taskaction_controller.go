@@ -1,0 +1,548 @@
+// Package controller holds the TaskAction reconciler: it turns a TaskAction
+// into attempts run by plugins, follows them to the end, and reports every
+// transition before it persists it.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kevents "k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/plugin"
+)
+
+// Kubernetes Event reasons (all Warning).
+const (
+	EventFailedValidation        = "FailedValidation"
+	EventFailedPluginResolve     = "FailedPluginResolve"
+	EventFailedPluginHandle      = "FailedPluginHandle"
+	EventActionEventPublishError = "ActionEventPublishFailed"
+)
+
+// Options tune the reconciler; they come from the executor's Config.
+type Options struct {
+	Cluster           string
+	MaxSystemFailures int32
+	RequeueDuration   time.Duration
+	Settings          plugin.Settings
+}
+
+// Reconciler reconciles TaskActions.
+type Reconciler struct {
+	// Client reads from the informer cache and writes to the API server.
+	Client client.Client
+	// APIReader reads from the API server; used only to confirm that a pod the
+	// cache does not show is really gone.
+	APIReader client.Reader
+	Registry  *plugin.Registry
+	Recorder  events.Recorder
+	// KubeEvents emits Kubernetes Events; may be nil.
+	KubeEvents kevents.EventRecorder
+	Options    Options
+	Clock      clock.PassiveClock
+
+	writes *writeTracker
+}
+
+// +kubebuilder:rbac:groups=flyte.org,resources=taskactions,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=flyte.org,resources=taskactions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=flyte.org,resources=taskactions/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Reconcile recomputes one TaskAction from what the API server says.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ta := &flytev1.TaskAction{}
+	if err := r.Client.Get(ctx, req.NamespacedName, ta); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.writes.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	// A reconcile that reads an object older than our own last write would
+	// recompute (and re-report) what is already done: wait for the cache.
+	if r.writes.stale(req.NamespacedName, ta.ResourceVersion) {
+		return ctrl.Result{RequeueAfter: 250 * time.Millisecond}, nil
+	}
+
+	if !ta.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, ta)
+	}
+	if IsTerminal(ta) {
+		return ctrl.Result{}, r.ensureTerminalMetadata(ctx, ta)
+	}
+	if ta.Spec.ActionType == flytev1.ActionTypeCondition {
+		// Conditions are resolved by signals from the actions service; the
+		// executor has nothing to run for them.
+		return ctrl.Result{}, nil
+	}
+
+	if missing := validateSpec(ta); len(missing) > 0 {
+		return r.failBeforeStart(ctx, ta, flytev1.ReasonInvalidSpec, CodeInvalidSpec, EventFailedValidation, missingFieldsMessage(missing))
+	}
+	p, err := r.Registry.Resolve(ta.Spec.TaskType)
+	if err != nil {
+		return r.failBeforeStart(ctx, ta, flytev1.ReasonPluginNotFound, CodePluginNotFound, EventFailedPluginResolve, err.Error())
+	}
+
+	if !controllerutil.ContainsFinalizer(ta, Finalizer) {
+		if err := r.patchMeta(ctx, ta, func(o *flytev1.TaskAction) { controllerutil.AddFinalizer(o, Finalizer) }); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	return r.run(ctx, ta, p)
+}
+
+// run advances the current attempt by one step.
+func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.Plugin) (ctrl.Result, error) {
+	now := r.Clock.Now()
+	st := ta.Status.DeepCopy()
+	if st.Attempts < 1 {
+		st.Attempts = 1
+	}
+	if st.SystemRetryAt != nil && now.Before(st.SystemRetryAt.Time) {
+		return ctrl.Result{RequeueAfter: st.SystemRetryAt.Sub(now)}, nil
+	}
+	tc := r.taskContext(ta, st.Attempts)
+
+	obs, requeue, err := r.observe(ctx, ta, st, p, tc, now)
+	if err != nil {
+		return r.systemFailure(ctx, ta, st, p, tc, &plugin.ExecError{Code: CodeSystemError, Kind: flytev1.ErrorKindSystem, Message: err.Error()}, false, now)
+	}
+	if obs == nil { // waiting for something the watch will tell us about
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
+	if obs.Progressed {
+		st.SystemFailures = 0
+	}
+
+	var evs []events.Event
+	var after []string // pods of finished attempts to delete once the status is persisted
+	switch {
+	case obs.Phase == plugin.PhaseRetryableFailure && obs.Error != nil && obs.Error.Kind == flytev1.ErrorKindSystem:
+		return r.systemFailure(ctx, ta, st, p, tc, obs.Error, true, now)
+
+	case obs.Phase == plugin.PhaseRetryableFailure && st.Attempts < maxAttempts(ta):
+		// A user failure with attempts left: report the failed attempt, start the next one.
+		failed := transition{phase: plugin.PhaseRetryableFailure, err: obs.Error, at: at(obs, now), message: obs.Error.Message}
+		st.PluginPhaseVersion = nextVersion(ta.Status, st.Attempts)
+		evs = append(evs, r.event(ta, st, failed))
+		applyTransition(st, failed, ta.Generation)
+		after = append(after, st.PodName)
+		st.Attempts++
+		st.PluginPhaseVersion = 0
+		st.PodName = ""
+		st.AttemptStartedAt = nil
+		st.PluginState = ""
+		tc = r.taskContext(ta, st.Attempts)
+		next, _, err := r.observe(ctx, ta, st, p, tc, now)
+		if err != nil || next == nil || next.Phase.IsTerminal() {
+			// The next attempt launches (or fails) on the next reconcile; persist this failure first.
+			next = &plugin.Observation{Phase: plugin.PhaseNotStarted}
+		}
+		t := r.transitionFor(ta, st, next, now)
+		if t.phase != plugin.PhaseNotStarted {
+			evs = append(evs, r.event(ta, st, t))
+		}
+		applyTransition(st, t, ta.Generation)
+
+	default:
+		t := r.transitionFor(ta, st, obs, now)
+		if changed(ta.Status, *st, t) {
+			st.PluginPhaseVersion = nextVersion(ta.Status, st.Attempts)
+			evs = append(evs, r.event(ta, st, t))
+		}
+		applyTransition(st, t, ta.Generation)
+		if t.final && t.phase != plugin.PhaseSucceeded && st.PodName != "" && !obs.Finished {
+			// A stuck workload (bad image, config error) would hold its node: stop it.
+			// A finished one stays for its logs until the TaskAction goes.
+			if err := p.Abort(ctx, r.Client, tc); err != nil {
+				return ctrl.Result{}, fmt.Errorf("abort attempt %d: %w", st.Attempts, err)
+			}
+		}
+		requeue = minPositive(requeue, obs.RecheckAfter)
+	}
+	if err := r.report(ctx, ta, evs); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.patchStatus(ctx, ta, st); err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, name := range after {
+		if name != "" {
+			if err := p.Abort(ctx, r.Client, r.taskContext(ta, st.Attempts-1)); err != nil {
+				log.FromContext(ctx).Info("could not delete the pod of a failed attempt", "pod", name, "error", err.Error())
+			}
+		}
+	}
+	if IsTerminal(ta) {
+		return ctrl.Result{}, r.ensureTerminalMetadata(ctx, ta)
+	}
+	return ctrl.Result{RequeueAfter: minPositive(requeue, r.timeoutIn(ta, st, now))}, nil
+}
+
+// observe reads the current attempt, launching it when it has not been
+// launched. A nil observation means: nothing to do until a watch event.
+func (r *Reconciler) observe(ctx context.Context, ta *flytev1.TaskAction, st *flytev1.TaskActionStatus, p plugin.Plugin, tc plugin.TaskContext, now time.Time) (*plugin.Observation, time.Duration, error) {
+	name := p.ResourceName(tc)
+	if d := r.timeout(ta); d > 0 && st.PodName == name && st.AttemptStartedAt != nil && !now.Before(st.AttemptStartedAt.Add(d)) {
+		if err := p.Abort(ctx, r.Client, tc); err != nil {
+			return nil, 0, fmt.Errorf("abort timed-out attempt: %w", err)
+		}
+		return &plugin.Observation{Phase: plugin.PhaseRetryableFailure, Error: &plugin.ExecError{
+			Code: CodeTimeout, Kind: flytev1.ErrorKindUser,
+			Message: fmt.Sprintf("attempt %d exceeded its timeout of %v", tc.Attempt, d),
+		}}, 0, nil
+	}
+
+	obs, err := p.Observe(ctx, r.Client, tc)
+	if err != nil {
+		return nil, 0, fmt.Errorf("observe %s: %w", name, err)
+	}
+	launched := st.PodName == name
+	switch {
+	case obs.Phase == plugin.PhaseNotStarted && launched:
+		// The cache may simply not have caught up with our create: ask the API server.
+		obs, err = p.Observe(ctx, r.APIReader, tc)
+		if err != nil {
+			return nil, 0, fmt.Errorf("observe %s: %w", name, err)
+		}
+		if obs.Phase == plugin.PhaseNotStarted {
+			return &plugin.Observation{Phase: plugin.PhaseRetryableFailure, Error: &plugin.ExecError{
+				Code: CodeResourceDeletedExternally, Kind: flytev1.ErrorKindSystem,
+				Message: fmt.Sprintf("pod %s/%s was deleted by someone other than the executor", ta.Namespace, name),
+			}}, 0, nil
+		}
+		return &obs, 0, nil
+	case obs.Phase == plugin.PhaseNotStarted:
+		if err := p.Launch(ctx, r.Client, tc); err != nil {
+			var le *plugin.LaunchError
+			if errors.As(err, &le) {
+				phase := plugin.PhasePermanentFailure
+				if le.Retryable {
+					phase = plugin.PhaseRetryableFailure
+				}
+				e := le.Err
+				return &plugin.Observation{Phase: phase, Error: &e}, 0, nil
+			}
+			return nil, 0, fmt.Errorf("launch %s: %w", name, err)
+		}
+		st.PodName = name
+		t := metav1.NewTime(now)
+		st.AttemptStartedAt = &t
+		if st.StartedAt == nil {
+			st.StartedAt = &t
+		}
+		return &plugin.Observation{Phase: plugin.PhaseQueued, Message: "pod created", OccurredAt: now}, 0, nil
+	case !launched && obs.Deleting:
+		// The pod of an earlier try of this attempt is going away; its deletion wakes us.
+		return nil, 0, nil
+	case !launched:
+		// We created it but crashed before recording it: adopt it.
+		st.PodName = name
+		if st.AttemptStartedAt == nil {
+			t := metav1.NewTime(now)
+			st.AttemptStartedAt = &t
+		}
+		if st.StartedAt == nil {
+			st.StartedAt = st.AttemptStartedAt
+		}
+	}
+	return &obs, 0, nil
+}
+
+// transitionFor turns an observation into the transition to record.
+func (r *Reconciler) transitionFor(ta *flytev1.TaskAction, st *flytev1.TaskActionStatus, obs *plugin.Observation, now time.Time) transition {
+	t := transition{phase: obs.Phase, message: obs.Message, err: obs.Error, at: at(obs, now)}
+	switch obs.Phase {
+	case plugin.PhaseSucceeded:
+		t.final, t.reason = true, flytev1.ReasonCompleted
+	case plugin.PhasePermanentFailure, plugin.PhaseRetryableFailure:
+		t.final, t.reason = true, flytev1.ReasonPermanentFailure
+		if obs.Error != nil && obs.Error.Code == CodeTimeout {
+			t.reason = flytev1.ReasonTimedOut
+		}
+		if t.message == "" && obs.Error != nil {
+			t.message = obs.Error.Message
+		}
+	}
+	return t
+}
+
+// changed says whether t is a transition worth reporting: a new phase, or new
+// details of the same phase.
+func changed(old, st flytev1.TaskActionStatus, t transition) bool {
+	if old.Attempts != st.Attempts || old.PluginPhase != string(t.phase) {
+		return true
+	}
+	if c := progressing(old); c != nil && c.Message != t.message && t.message != "" {
+		return true
+	}
+	return t.final
+}
+
+func progressing(st flytev1.TaskActionStatus) *metav1.Condition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == flytev1.ConditionProgressing {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// nextVersion numbers the events of one attempt 0, 1, 2, ...: with the
+// attempt and phase it identifies an event, so that a re-send is stored once.
+func nextVersion(old flytev1.TaskActionStatus, attempt int32) int32 {
+	if old.Attempts != attempt || old.PluginPhase == "" {
+		return 0
+	}
+	return old.PluginPhaseVersion + 1
+}
+
+// systemFailure counts a system-level failure of the current attempt and
+// either relaunches it after a backoff or, past the ceiling, fails the TaskAction.
+func (r *Reconciler) systemFailure(ctx context.Context, ta *flytev1.TaskAction, st *flytev1.TaskActionStatus, p plugin.Plugin, tc plugin.TaskContext, cause *plugin.ExecError, fromPod bool, now time.Time) (ctrl.Result, error) {
+	st.SystemFailures++
+	r.warn(ta, EventFailedPluginHandle, "HandlingPlugin", fmt.Sprintf("plugin %q system failure %d of at most %d: [%s] %s", p.ID(), st.SystemFailures, r.Options.MaxSystemFailures, cause.Code, cause.Message))
+	if st.SystemFailures > r.Options.MaxSystemFailures {
+		err := &plugin.ExecError{Code: CodeMaxSystemFailuresExceeded, Kind: flytev1.ErrorKindSystem,
+			Message: fmt.Sprintf("failed with a system error %d times in a row; last: [%s] %s", st.SystemFailures, cause.Code, cause.Message)}
+		if err := p.Abort(ctx, r.Client, tc); err != nil {
+			return ctrl.Result{}, fmt.Errorf("abort attempt %d: %w", st.Attempts, err)
+		}
+		t := transition{phase: plugin.PhasePermanentFailure, err: err, message: err.Message, at: now, final: true, reason: flytev1.ReasonPermanentFailure}
+		st.PluginPhaseVersion = nextVersion(ta.Status, st.Attempts)
+		if err := r.report(ctx, ta, []events.Event{r.event(ta, st, t)}); err != nil {
+			return ctrl.Result{}, err
+		}
+		applyTransition(st, t, ta.Generation)
+		if err := r.patchStatus(ctx, ta, st); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.ensureTerminalMetadata(ctx, ta)
+	}
+	if fromPod {
+		// The attempt's pod failed for reasons not its own: remove it, and relaunch
+		// the same attempt once it is gone and the backoff has passed.
+		if err := p.Abort(ctx, r.Client, tc); err != nil {
+			return ctrl.Result{}, fmt.Errorf("remove pod after system failure: %w", err)
+		}
+		st.PodName = ""
+		st.AttemptStartedAt = nil
+	}
+	wait := systemBackoff(r.Options.RequeueDuration, st.SystemFailures)
+	retryAt := metav1.NewTime(now.Add(wait))
+	st.SystemRetryAt = &retryAt
+	st.ErrorState = &flytev1.ErrorState{Code: cause.Code, Kind: flytev1.ErrorKindSystem, Message: truncate(cause.Message, 4096)}
+	if err := r.patchStatus(ctx, ta, st); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: wait}, nil
+}
+
+// failBeforeStart fails a TaskAction that cannot start (invalid spec, no plugin):
+// no finalizer, no pod, no requeue.
+func (r *Reconciler) failBeforeStart(ctx context.Context, ta *flytev1.TaskAction, reason, code, kubeReason, msg string) (ctrl.Result, error) {
+	r.warn(ta, kubeReason, "ValidatingTaskAction", msg)
+	st := ta.Status.DeepCopy()
+	if st.Attempts < 1 {
+		st.Attempts = 1
+	}
+	t := transition{phase: plugin.PhasePermanentFailure, message: msg, at: r.Clock.Now(), final: true, reason: reason,
+		err: &plugin.ExecError{Code: code, Kind: flytev1.ErrorKindUser, Message: msg}}
+	if ta.Spec.Project != "" && ta.Spec.Domain != "" && ta.Spec.RunName != "" && ta.Spec.ActionName != "" {
+		if err := r.report(ctx, ta, []events.Event{r.event(ta, st, t)}); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	applyTransition(st, t, ta.Generation)
+	if err := r.patchStatus(ctx, ta, st); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.ensureTerminalMetadata(ctx, ta)
+}
+
+// finalize runs when a TaskAction is deleted: stop its attempt, report the
+// abort unless it had already ended, then let it go.
+func (r *Reconciler) finalize(ctx context.Context, ta *flytev1.TaskAction) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(ta, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	if !IsTerminal(ta) {
+		if p, err := r.Registry.Resolve(ta.Spec.TaskType); err == nil {
+			attempt := max(ta.Status.Attempts, 1)
+			tc := r.taskContext(ta, attempt)
+			if err := p.Abort(ctx, r.Client, tc); err != nil {
+				return ctrl.Result{}, fmt.Errorf("abort on delete: %w", err)
+			}
+			if err := p.Finalize(ctx, r.Client, tc); err != nil {
+				return ctrl.Result{}, fmt.Errorf("finalize on delete: %w", err)
+			}
+			st := ta.Status.DeepCopy()
+			st.Attempts = attempt
+			st.PluginPhaseVersion = nextVersion(ta.Status, attempt)
+			t := transition{phase: plugin.PhasePermanentFailure, message: "the TaskAction was deleted", at: r.Clock.Now(), final: true, reason: flytev1.ReasonAborted}
+			if err := r.report(ctx, ta, []events.Event{r.event(ta, st, t)}); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	if err := r.patchMeta(ctx, ta, func(o *flytev1.TaskAction) { controllerutil.RemoveFinalizer(o, Finalizer) }); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// ensureTerminalMetadata labels a terminal TaskAction for the garbage collector
+// and drops the finalizer in one write: nothing is left to abort or report.
+func (r *Reconciler) ensureTerminalMetadata(ctx context.Context, ta *flytev1.TaskAction) error {
+	completed := r.Clock.Now()
+	if ta.Status.CompletedAt != nil {
+		completed = ta.Status.CompletedAt.Time
+	}
+	want := completed.UTC().Format(CompletedTimeLabelFormat)
+	if ta.Labels[TerminationStatusLabel] == TerminationStatusValue && ta.Labels[CompletedTimeLabel] != "" && !controllerutil.ContainsFinalizer(ta, Finalizer) {
+		return nil
+	}
+	return r.patchMeta(ctx, ta, func(o *flytev1.TaskAction) {
+		if o.Labels == nil {
+			o.Labels = map[string]string{}
+		}
+		o.Labels[TerminationStatusLabel] = TerminationStatusValue
+		if o.Labels[CompletedTimeLabel] == "" {
+			o.Labels[CompletedTimeLabel] = want
+		}
+		controllerutil.RemoveFinalizer(o, Finalizer)
+	})
+}
+
+// report delivers events before the status that records them is written.
+func (r *Reconciler) report(ctx context.Context, ta *flytev1.TaskAction, evs []events.Event) error {
+	for _, ev := range evs {
+		if err := r.Recorder.Record(ctx, ev); err != nil {
+			r.warn(ta, EventActionEventPublishError, "PublishingActionEvent", fmt.Sprintf("failed to report %s of attempt %d: %v", ev.Phase, ev.Attempt, err))
+			return fmt.Errorf("report %s event: %w", ev.Phase, err)
+		}
+	}
+	return nil
+}
+
+// event builds the event for transition t of the attempt in st.
+func (r *Reconciler) event(ta *flytev1.TaskAction, st *flytev1.TaskActionStatus, t transition) events.Event {
+	ev := events.Event{
+		Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName,
+		Attempt: st.Attempts, Phase: eventPhase(t), Version: st.PluginPhaseVersion,
+		UpdatedAt: t.at.UTC(), Cluster: r.Options.Cluster, PodName: st.PodName,
+		CacheStatus: string(st.CacheStatus),
+	}
+	if ta.Spec.ParentActionName != nil {
+		ev.ParentAction = *ta.Spec.ParentActionName
+	}
+	if ta.Spec.RunOutputBase != "" {
+		prefix := outputPrefix(ta, st.Attempts)
+		ev.OutputURI, ev.ReportURI = prefix+"/outputs.pb", prefix+"/report.html"
+	}
+	if t.err != nil {
+		ev.Error = &events.ErrorInfo{Code: t.err.Code, Kind: string(t.err.Kind), Message: t.err.Message}
+	}
+	if t.message != "" {
+		ev.ClusterEvents = []events.ClusterEvent{{OccurredAt: t.at.UTC(), Message: t.message}}
+	}
+	return ev
+}
+
+// patchStatus writes only the status fields that changed, by merge patch.
+func (r *Reconciler) patchStatus(ctx context.Context, ta *flytev1.TaskAction, st *flytev1.TaskActionStatus) error {
+	if equality.Semantic.DeepEqual(ta.Status, *st) {
+		return nil
+	}
+	base := ta.DeepCopy()
+	ta.Status = *st
+	if err := r.Client.Status().Patch(ctx, ta, client.MergeFrom(base)); err != nil {
+		ta.Status = base.Status
+		return fmt.Errorf("patch status: %w", err)
+	}
+	r.writes.wrote(client.ObjectKeyFromObject(ta), ta.ResourceVersion)
+	return nil
+}
+
+// patchMeta changes labels or finalizers. The patch carries the resourceVersion
+// so that a concurrent change of the finalizer list is never overwritten.
+func (r *Reconciler) patchMeta(ctx context.Context, ta *flytev1.TaskAction, mutate func(*flytev1.TaskAction)) error {
+	base := ta.DeepCopy()
+	mutate(ta)
+	if equality.Semantic.DeepEqual(base.ObjectMeta, ta.ObjectMeta) {
+		return nil
+	}
+	if err := r.Client.Patch(ctx, ta, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		ta.ObjectMeta = base.ObjectMeta
+		return err
+	}
+	r.writes.wrote(client.ObjectKeyFromObject(ta), ta.ResourceVersion)
+	return nil
+}
+
+func (r *Reconciler) warn(ta *flytev1.TaskAction, reason, action, note string) {
+	if r.KubeEvents != nil {
+		r.KubeEvents.Eventf(ta, nil, corev1.EventTypeWarning, reason, action, "%s", truncate(note, 1024))
+	}
+}
+
+func (r *Reconciler) taskContext(ta *flytev1.TaskAction, attempt int32) plugin.TaskContext {
+	return plugin.TaskContext{TaskAction: ta, Attempt: attempt, Settings: r.Options.Settings}
+}
+
+func (r *Reconciler) timeout(ta *flytev1.TaskAction) time.Duration {
+	if ta.Spec.TaskTemplate == nil || ta.Spec.TaskTemplate.Timeout == nil {
+		return 0
+	}
+	return ta.Spec.TaskTemplate.Timeout.Duration
+}
+
+// timeoutIn is how long until the running attempt times out (0: no timeout).
+func (r *Reconciler) timeoutIn(ta *flytev1.TaskAction, st *flytev1.TaskActionStatus, now time.Time) time.Duration {
+	d := r.timeout(ta)
+	if d <= 0 || st.AttemptStartedAt == nil {
+		return 0
+	}
+	left := st.AttemptStartedAt.Add(d).Sub(now)
+	if left <= 0 {
+		return time.Millisecond
+	}
+	return left
+}
+
+func at(obs *plugin.Observation, now time.Time) time.Time {
+	if obs.OccurredAt.IsZero() {
+		return now
+	}
+	return obs.OccurredAt
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	case a < b:
+		return a
+	}
+	return b
+}
