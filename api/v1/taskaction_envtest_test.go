@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -321,4 +322,16 @@ func TestMalformedUpdatesAreRejected(t *testing.T) {
 			t.Fatalf("update of a mutable field rejected: %v", err)
 		}
 	})
+}
+
+// The typed client always sends project (no omitempty); an object written by
+// hand may omit it entirely, which the schema's required list must catch.
+func TestAbsentProjectIsRequired(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": flytev1.GroupVersion.String(),
+		"kind":       "TaskAction",
+		"metadata":   map[string]any{"name": "no-project", "namespace": newNamespace(t)},
+		"spec":       map[string]any{"runName": "r", "domain": "d", "actionName": "a"},
+	}}
+	assertInvalid(t, env.Client.Create(context.Background(), u), "spec.project", "Required value")
 }
