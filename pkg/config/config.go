@@ -19,6 +19,13 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 
 // UnmarshalJSON reads a duration in Go syntax.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "null": // like encoding/json: an empty YAML value keeps what was there
+		return nil
+	case "0": // unambiguous without a unit; `gc.interval: 0` is how gc is disabled
+		d.Duration = 0
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("a duration must be a string such as \"90s\" or \"30m\"")
