@@ -26,6 +26,10 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/config"
+	"github.com/taskaction/executor/pkg/controller"
+	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/container"
 )
 
 // LeaderElectionID is the name of the leader-election Lease.
@@ -46,8 +50,23 @@ func Scheme() *runtime.Scheme {
 
 // Options are the parts of the wiring that are not configuration.
 type Options struct {
-	// Controllers, if set, is called with the manager to register controllers.
-	Controllers func(mgr manager.Manager, cfg config.Config) error
+	// Recorder replaces the events-service client (tests); nil means the
+	// batching client of cfg.EventsServiceURL.
+	Recorder events.Recorder
+	// Registry replaces the built-in plugins; nil means the container plugin,
+	// also serving every task type no plugin claims.
+	Registry *plugin.Registry
+}
+
+// Registry returns the built-in plugins.
+func Registry() (*plugin.Registry, error) {
+	reg := plugin.NewRegistry()
+	c := container.New()
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	reg.SetDefault(c)
+	return reg, nil
 }
 
 // Setup builds the manager from cfg and restCfg. It does not start it.
@@ -93,11 +112,7 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 		LeaderElectionNamespace:       leaderElectionNamespace(cfg),
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer:                 webhook.NewServer(webhookOpts),
-		Cache: cache.Options{
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{ManagedLabel: "true"})},
-			},
-		},
+		Cache:                         CacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create controller manager: %w", err)
@@ -109,12 +124,60 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr)); err != nil {
 		return nil, fmt.Errorf("add ready check: %w", err)
 	}
-	if opts.Controllers != nil {
-		if err := opts.Controllers(mgr, cfg); err != nil {
-			return nil, err
-		}
+	if err := addReconciler(mgr, cfg, opts); err != nil {
+		return nil, err
 	}
 	return mgr, nil
+}
+
+func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
+	reg := opts.Registry
+	if reg == nil {
+		var err error
+		if reg, err = Registry(); err != nil {
+			return fmt.Errorf("plugin registry: %w", err)
+		}
+	}
+	rec := opts.Recorder
+	if rec == nil {
+		b := events.NewBatcher(events.NewClient(cfg.EventsServiceURL, events.DefaultHTTPClient()), events.BatcherOptions{})
+		if err := mgr.Add(b); err != nil {
+			return fmt.Errorf("add events batcher: %w", err)
+		}
+		rec = b
+	}
+	r := &controller.Reconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Registry:   reg,
+		Recorder:   rec,
+		KubeEvents: mgr.GetEventRecorder("taskaction-controller"),
+		Options: controller.Options{
+			Cluster:           cfg.Cluster,
+			MaxSystemFailures: int32(cfg.MaxSystemFailures),
+			RequeueDuration:   cfg.RequeueDuration.Duration,
+			Settings: plugin.Settings{
+				DefaultServiceAccount:      cfg.DefaultK8sServiceAccount,
+				DefaultCPU:                 cfg.DefaultCPU,
+				DefaultMemory:              cfg.DefaultMemory,
+				ImagePullGracePeriod:       cfg.ImagePullGracePeriod.Duration,
+				CreateContainerGracePeriod: cfg.CreateContainerGracePeriod.Duration,
+			},
+		},
+	}
+	if err := r.SetupWithManager(mgr, cfg.MaxConcurrentReconciles); err != nil {
+		return fmt.Errorf("set up the TaskAction controller: %w", err)
+	}
+	return nil
+}
+
+// CacheOptions scope the informer cache: only the pods the executor manages.
+func CacheOptions() cache.Options {
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{ManagedLabel: "true"})},
+		},
+	}
 }
 
 // cacheSynced reports ready once the informer cache has synced, so that a new
