@@ -52,7 +52,9 @@ type Event struct {
 	Phase        Phase
 	Version      int32
 	// UpdatedAt is the time of the transition.
-	UpdatedAt     time.Time
+	UpdatedAt time.Time
+	// ReportedAt is when the event was sent; the Batcher sets it when zero.
+	ReportedAt    time.Time
 	Error         *ErrorInfo
 	Cluster       string
 	OutputURI     string
