@@ -29,7 +29,6 @@ import (
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/plugin/container"
 )
 
 // LeaderElectionID is the name of the leader-election Lease.
@@ -60,13 +59,8 @@ type Options struct {
 
 // Registry returns the built-in plugins.
 func Registry() (*plugin.Registry, error) {
-	reg := plugin.NewRegistry()
-	c := container.New()
-	if err := reg.Register(c); err != nil {
-		return nil, err
-	}
-	reg.SetDefault(c)
-	return reg, nil
+	// The container plugin registers here once it lands (pkg/plugin/container).
+	return plugin.NewRegistry(), nil
 }
 
 // Setup builds the manager from cfg and restCfg. It does not start it.
