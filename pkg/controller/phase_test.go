@@ -146,6 +146,14 @@ func TestWriteTracker(t *testing.T) {
 		t.Error("after the echo of our write nothing is stale")
 	}
 	w.wrote(k, "7")
+	w.wrote(k, "8")
+	if !w.ours(k, "7") || !w.stale(k, "7") {
+		t.Error("7 is our earlier write: its echo is ours, and a cache at 7 is older than our write at 8")
+	}
+	if !w.ours(k, "8") || w.stale(k, "8") {
+		t.Error("8 is our latest write")
+	}
+	w.wrote(k, "9")
 	clk.Step(staleWindow + time.Second)
 	if w.stale(k, "4") {
 		t.Error("the stale window must expire")

@@ -31,9 +31,10 @@ type writeTracker struct {
 	last  map[types.NamespacedName]written
 }
 
+// written are the resourceVersions of our recent writes to one object, oldest first.
 type written struct {
-	rv string
-	at time.Time
+	rvs []string
+	at  time.Time
 }
 
 func newWriteTracker(c clock.PassiveClock) *writeTracker {
@@ -46,20 +47,34 @@ func (w *writeTracker) wrote(key types.NamespacedName, rv string) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.last[key] = written{rv: rv, at: w.clock.Now()}
+	e := w.last[key]
+	if len(e.rvs) >= 4 {
+		e.rvs = e.rvs[1:]
+	}
+	w.last[key] = written{rvs: append(e.rvs, rv), at: w.clock.Now()}
 }
 
-// ours reports whether rv is our own last write, and, since the cache has now
-// caught up with it, stops waiting for it.
+// ours reports whether rv is one of our own recent writes; the cache has then
+// caught up with it and with every write before it.
 func (w *writeTracker) ours(key types.NamespacedName, rv string) bool {
 	if w == nil {
 		return false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if e, ok := w.last[key]; ok && e.rv == rv {
-		delete(w.last, key)
-		return true
+	e, ok := w.last[key]
+	if !ok {
+		return false
+	}
+	for i, v := range e.rvs {
+		if v == rv {
+			if e.rvs = e.rvs[i+1:]; len(e.rvs) == 0 {
+				delete(w.last, key)
+			} else {
+				w.last[key] = e
+			}
+			return true
+		}
 	}
 	return false
 }
@@ -75,7 +90,7 @@ func (w *writeTracker) stale(key types.NamespacedName, rv string) bool {
 	if !ok {
 		return false
 	}
-	if e.rv == rv || w.clock.Since(e.at) > staleWindow {
+	if e.rvs[len(e.rvs)-1] == rv || w.clock.Since(e.at) > staleWindow {
 		delete(w.last, key)
 		return false
 	}
