@@ -86,7 +86,7 @@ func testConfig() config.Config {
 func startManager() error {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(counter.wrap)
-	mgr, err := setup.Setup(testConfig(), cfg, setup.Options{Recorder: recorder})
+	mgr, err := setup.Setup(testConfig(), cfg, setup.Options{Recorder: recorder, SkipNameValidation: true})
 	if err != nil {
 		return err
 	}

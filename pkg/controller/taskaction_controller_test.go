@@ -10,11 +10,14 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/plugin"
 )
 
 func TestHappyPath(t *testing.T) {
@@ -441,4 +444,32 @@ func containsString(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestPluginNotFound runs the reconciler with an empty registry (the built-in
+// one always has a default plugin), against the API server, while the suite's
+// manager is stopped.
+func TestPluginNotFound(t *testing.T) {
+	ns := namespace(t)
+	stopManager()
+	defer func() {
+		if err := startManager(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	create(t, validTaskAction(ns, "noplugin"))
+	r := &controller.Reconciler{Client: k8s, APIReader: k8s, Registry: plugin.NewRegistry(), Recorder: recorder, Clock: clock.RealClock{},
+		Options: controller.Options{MaxSystemFailures: 3, RequeueDuration: testRequeue}}
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "noplugin"}})
+	if err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("Reconcile = %+v, %v; want no error and no requeue", res, err)
+	}
+	got := get(t, ns, "noplugin")
+	c := meta.FindStatusCondition(got.Status.Conditions, flytev1.ConditionFailed)
+	if c == nil || c.Reason != flytev1.ReasonPluginNotFound || !strings.Contains(c.Message, "python-task") {
+		t.Errorf("Failed condition = %+v", c)
+	}
+	if containsString(got.Finalizers, controller.Finalizer) || len(pods(t, ns)) != 0 {
+		t.Error("a TaskAction without a plugin got a finalizer or a pod")
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -55,6 +57,8 @@ type Options struct {
 	// Registry replaces the built-in plugins; nil means the container plugin,
 	// also serving every task type no plugin claims.
 	Registry *plugin.Registry
+	// SkipNameValidation lets tests start several managers in one process.
+	SkipNameValidation bool
 }
 
 // Registry returns the built-in plugins.
@@ -107,6 +111,7 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer:                 webhook.NewServer(webhookOpts),
 		Cache:                         CacheOptions(),
+		Controller:                    crconfig.Controller{SkipNameValidation: &opts.SkipNameValidation},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create controller manager: %w", err)
@@ -178,7 +183,10 @@ func CacheOptions() cache.Options {
 // replica takes no traffic before it can see its objects.
 func cacheSynced(mgr manager.Manager) healthz.Checker {
 	return func(req *http.Request) error {
-		ctx, cancel := context.WithTimeout(req.Context(), 0)
+		// Not 0: with an already-expired context WaitForCacheSync picks at random
+		// between "started" and "done" and fails half the time even when synced.
+		// Below the kubelet's default 1s probe timeout.
+		ctx, cancel := context.WithTimeout(req.Context(), 500*time.Millisecond)
 		defer cancel()
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return fmt.Errorf("informer cache not synced")
