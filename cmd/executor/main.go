@@ -5,10 +5,14 @@ package main
 import (
 	"fmt"
 	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
+	// SIGTERM/SIGINT cancel the context so the manager stops its runnables,
+	// releases the leader lease and exits 0; a second signal exits at once.
+	if err := newRootCommand().ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
