@@ -216,45 +216,31 @@ func (r *Reconciler) observe(ctx context.Context, ta *flytev1.TaskAction, st *fl
 		return nil, 0, fmt.Errorf("observe %s: %w", name, err)
 	}
 	launched := st.PodName == name
-	switch {
-	case obs.Phase == plugin.PhaseNotStarted && launched:
-		// The cache may simply not have caught up with our create: ask the API server.
+	if obs.Phase == plugin.PhaseNotStarted && !launched {
+		return r.launch(ctx, st, p, tc, now)
+	}
+	if obs.Phase == plugin.PhaseNotStarted || !launched {
+		// The cache and the status disagree: either the cache has not caught up
+		// with our create or delete, or the pod changed behind our back. The API
+		// server decides.
 		obs, err = p.Observe(ctx, r.APIReader, tc)
 		if err != nil {
 			return nil, 0, fmt.Errorf("observe %s: %w", name, err)
 		}
-		if obs.Phase == plugin.PhaseNotStarted {
-			return &plugin.Observation{Phase: plugin.PhaseRetryableFailure, Error: &plugin.ExecError{
-				Code: CodeResourceDeletedExternally, Kind: flytev1.ErrorKindSystem,
-				Message: fmt.Sprintf("pod %s/%s was deleted by someone other than the executor", ta.Namespace, name),
-			}}, 0, nil
-		}
-		return &obs, 0, nil
+	}
+	switch {
+	case obs.Phase == plugin.PhaseNotStarted && launched:
+		return &plugin.Observation{Phase: plugin.PhaseRetryableFailure, Error: &plugin.ExecError{
+			Code: CodeResourceDeletedExternally, Kind: flytev1.ErrorKindSystem,
+			Message: fmt.Sprintf("pod %s/%s was deleted by someone other than the executor", ta.Namespace, name),
+		}}, 0, nil
 	case obs.Phase == plugin.PhaseNotStarted:
-		if err := p.Launch(ctx, r.Client, tc); err != nil {
-			var le *plugin.LaunchError
-			if errors.As(err, &le) {
-				phase := plugin.PhasePermanentFailure
-				if le.Retryable {
-					phase = plugin.PhaseRetryableFailure
-				}
-				e := le.Err
-				return &plugin.Observation{Phase: phase, Error: &e}, 0, nil
-			}
-			return nil, 0, fmt.Errorf("launch %s: %w", name, err)
-		}
-		st.PodName = name
-		t := metav1.NewTime(now)
-		st.AttemptStartedAt = &t
-		if st.StartedAt == nil {
-			st.StartedAt = &t
-		}
-		return &plugin.Observation{Phase: plugin.PhaseQueued, Message: "pod created", OccurredAt: now}, 0, nil
+		return r.launch(ctx, st, p, tc, now)
 	case !launched && obs.Deleting:
 		// The pod of an earlier try of this attempt is going away; its deletion wakes us.
 		return nil, 0, nil
 	case !launched:
-		// We created it but crashed before recording it: adopt it.
+		// We created it but did not record it (a crash between the two): adopt it.
 		st.PodName = name
 		if st.AttemptStartedAt == nil {
 			t := metav1.NewTime(now)
@@ -265,6 +251,31 @@ func (r *Reconciler) observe(ctx context.Context, ta *flytev1.TaskAction, st *fl
 		}
 	}
 	return &obs, 0, nil
+}
+
+// launch starts the attempt and records it in st.
+func (r *Reconciler) launch(ctx context.Context, st *flytev1.TaskActionStatus, p plugin.Plugin, tc plugin.TaskContext, now time.Time) (*plugin.Observation, time.Duration, error) {
+	name := p.ResourceName(tc)
+	if err := p.Launch(ctx, r.Client, tc); err != nil {
+		var le *plugin.LaunchError
+		if errors.As(err, &le) {
+			phase := plugin.PhasePermanentFailure
+			if le.Retryable {
+				phase = plugin.PhaseRetryableFailure
+			}
+			e := le.Err
+			return &plugin.Observation{Phase: phase, Error: &e}, 0, nil
+		}
+		return nil, 0, fmt.Errorf("launch %s: %w", name, err)
+	}
+	st.PodName = name
+	st.SystemRetryAt = nil
+	t := metav1.NewTime(now)
+	st.AttemptStartedAt = &t
+	if st.StartedAt == nil {
+		st.StartedAt = &t
+	}
+	return &plugin.Observation{Phase: plugin.PhaseQueued, Message: "pod created", OccurredAt: now}, 0, nil
 }
 
 // transitionFor turns an observation into the transition to record.
