@@ -1,0 +1,72 @@
+package gc
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/controller"
+)
+
+func TestShouldDelete(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 30, 40, 0, time.UTC)
+	ttl := time.Hour
+	succeeded := []metav1.Condition{{Type: flytev1.ConditionSucceeded, Status: metav1.ConditionTrue, Reason: flytev1.ReasonCompleted}}
+	failed := []metav1.Condition{{Type: flytev1.ConditionFailed, Status: metav1.ConditionTrue, Reason: flytev1.ReasonPermanentFailure}}
+	running := []metav1.Condition{
+		{Type: flytev1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: flytev1.ReasonExecuting},
+		{Type: flytev1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: flytev1.ReasonExecuting},
+	}
+	at := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(d)); return &t }
+	label := func(d time.Duration) map[string]string {
+		return map[string]string{
+			controller.TerminationStatusLabel: controller.TerminationStatusValue,
+			controller.CompletedTimeLabel:     now.Add(d).Format(controller.CompletedTimeLabelFormat),
+		}
+	}
+	deleting := metav1.NewTime(now)
+
+	for _, tc := range []struct {
+		name        string
+		conds       []metav1.Condition
+		completedAt *metav1.Time
+		labels      map[string]string
+		deletionTS  *metav1.Time
+		want        bool
+		why         string
+	}{
+		{name: "succeeded, completedAt past the TTL", conds: succeeded, completedAt: at(-ttl - time.Second), want: true, why: reasonExpired},
+		{name: "failed, completedAt past the TTL", conds: failed, completedAt: at(-2 * ttl), want: true, why: reasonExpired},
+		{name: "completedAt exactly TTL ago", conds: succeeded, completedAt: at(-ttl), want: true, why: reasonExpired},
+		{name: "completedAt one second short of the TTL", conds: succeeded, completedAt: at(-ttl + time.Second), why: reasonFresh},
+		{name: "completedAt in the future (clock skew)", conds: succeeded, completedAt: at(time.Minute), why: reasonFresh},
+		{name: "completedAt wins over an old label", conds: succeeded, completedAt: at(-time.Minute), labels: label(-10 * ttl), why: reasonFresh},
+		{name: "completedAt wins over a fresh label", conds: succeeded, completedAt: at(-2 * ttl), labels: label(0), want: true, why: reasonExpired},
+		{name: "completedAt alone makes it terminal", completedAt: at(-2 * ttl), want: true, why: reasonExpired},
+		{name: "label fallback, past TTL plus its minute", conds: succeeded, labels: label(-ttl - time.Minute), want: true, why: reasonExpired},
+		// 12:30:40 - 1h is labelled 11:30; the TaskAction may have ended at
+		// 11:30:59, so it is kept until 12:31:00.
+		{name: "label fallback, same minute as TTL ago: kept", conds: succeeded, labels: label(-ttl), why: reasonFresh},
+		{name: "label fallback, fresh", conds: failed, labels: label(-time.Minute), why: reasonFresh},
+		{name: "unparsable label", conds: succeeded, labels: map[string]string{controller.CompletedTimeLabel: "yesterday"}, why: reasonUnknownAge},
+		{name: "label in RFC 3339", conds: succeeded, labels: map[string]string{controller.CompletedTimeLabel: "2026-12-01T10-00"}, why: reasonUnknownAge},
+		{name: "terminal without completedAt or label", conds: succeeded, why: reasonUnknownAge},
+		{name: "running with an old terminated label", conds: running, labels: label(-10 * ttl), why: reasonNotTerminal},
+		{name: "no status at all, old label", labels: label(-10 * ttl), why: reasonNotTerminal},
+		{name: "Succeeded=False is not terminal", conds: running[1:], labels: label(-10 * ttl), why: reasonNotTerminal},
+		{name: "already deleting", conds: succeeded, completedAt: at(-2 * ttl), deletionTS: &deleting, why: reasonDeleting},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ta := &flytev1.TaskAction{
+				ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: tc.labels, DeletionTimestamp: tc.deletionTS},
+				Status:     flytev1.TaskActionStatus{Conditions: tc.conds, CompletedAt: tc.completedAt},
+			}
+			got, why := shouldDelete(ta, now, ttl)
+			if got != tc.want || why != tc.why {
+				t.Errorf("shouldDelete = %v (%s), want %v (%s)", got, why, tc.want, tc.why)
+			}
+		})
+	}
+}
