@@ -1,0 +1,427 @@
+package container
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/plugin"
+)
+
+// Error codes ObservePod produces besides container reasons (Error,
+// ContainerCannotRun, ImagePullBackOff, ...) and ExitCode<N>.
+const (
+	CodeOOMKilled                 = "OOMKilled"
+	CodeEvicted                   = "Evicted"
+	CodeInterrupted               = "Interrupted"
+	CodeUnknownError              = "UnknownError"
+	CodeResourceDeletedExternally = "ResourceDeletedExternally"
+	CodeDeadlineExceeded          = "DeadlineExceeded"
+)
+
+// DefaultGracePeriod applies when a grace period setting is zero. A negative
+// setting means no grace at all.
+const DefaultGracePeriod = 3 * time.Minute
+
+// maxMessage bounds messages taken from the pod (termination messages can
+// hold a log tail).
+const maxMessage = 2048
+
+// disruptionTarget is the pod condition Kubernetes sets before it evicts,
+// preempts or otherwise disrupts a pod.
+const disruptionTarget corev1.PodConditionType = "DisruptionTarget"
+
+// ObservePod reads the phase of an attempt from its pod. It is pure: now is
+// the clock the grace periods are measured with.
+//
+// Grace periods (image pull, container creation) count from the latest of the
+// pod's start time, its Ready=False and ContainersReady=False transition
+// times and, for regular containers, its Initialized=True transition time:
+// the kubelet does not record when a container started waiting, and this is
+// the latest moment it can have started.
+func ObservePod(pod *corev1.Pod, now time.Time, s plugin.Settings) plugin.Observation {
+	obs, failedAt := classify(pod, now, s)
+	if pod.DeletionTimestamp != nil {
+		obs.Deleting = true
+		obs = whileDeleting(pod, obs, failedAt)
+	}
+	switch pod.Status.Phase {
+	case corev1.PodRunning:
+		obs.Progressed = true
+	case corev1.PodSucceeded:
+		obs.Progressed, obs.Finished = true, true
+	case corev1.PodFailed:
+		obs.Finished = true
+	}
+	if obs.OccurredAt.IsZero() {
+		obs.OccurredAt = latestTransition(pod)
+	}
+	return obs
+}
+
+// classify maps the pod to an observation. failedAt is when the container
+// that decided a failure terminated (zero if none did).
+func classify(pod *corev1.Pod, now time.Time, s plugin.Settings) (plugin.Observation, time.Time) {
+	primary := primaryContainer(pod)
+	switch pod.Status.Phase {
+	case corev1.PodPending, "":
+		return pending(pod, now, s), time.Time{}
+	case corev1.PodRunning:
+		if t := terminated(findStatus(pod.Status.ContainerStatuses, primary)); t != nil {
+			// The task is done even if sidecars keep the pod running.
+			return fromTermination(primary, t)
+		}
+		if o, ok := worstWaiting(pod, now, s); ok && o.Phase.IsTerminal() {
+			return o, time.Time{}
+		}
+		return plugin.Observation{Phase: plugin.PhaseRunning}, time.Time{}
+	case corev1.PodSucceeded:
+		if name, t := oomKilled(pod); t != nil {
+			return failure(plugin.PhaseRetryableFailure, CodeOOMKilled, flytev1.ErrorKindUser,
+				fmt.Sprintf("pod reported success although container %s was OOMKilled", name)), t.FinishedAt.Time
+		}
+		return plugin.Observation{Phase: plugin.PhaseSucceeded}, time.Time{}
+	case corev1.PodFailed:
+		return failed(pod, primary)
+	default:
+		// PodUnknown: the node stopped reporting; wait for the node controller.
+		return plugin.Observation{Phase: plugin.PhaseRunning, Message: "pod status is unknown: " + podReason(pod)}, time.Time{}
+	}
+}
+
+func pending(pod *corev1.Pod, now time.Time, s plugin.Settings) plugin.Observation {
+	if c := condition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse {
+		return plugin.Observation{Phase: plugin.PhaseWaitingForResources, Message: joinReason(c.Reason, c.Message)}
+	}
+	if o, ok := worstWaiting(pod, now, s); ok {
+		return o
+	}
+	return plugin.Observation{Phase: plugin.PhaseQueued, Message: podReason(pod)}
+}
+
+// Severity of a waiting container, to pick the one that decides the phase.
+const (
+	sevOther = iota + 1
+	sevInitializing
+	sevInGrace
+	sevGraceOver
+	sevPermanent
+)
+
+// worstWaiting classifies the waiting init and regular containers and
+// returns the most severe reading.
+func worstWaiting(pod *corev1.Pod, now time.Time, s plugin.Settings) (plugin.Observation, bool) {
+	var best plugin.Observation
+	bestSev := 0
+	visit := func(statuses []corev1.ContainerStatus, isInit bool) {
+		for i := range statuses {
+			w := statuses[i].State.Waiting
+			if w == nil || w.Reason == "" {
+				continue
+			}
+			o, sev := waiting(statuses[i].Name, w, now, graceStart(pod, isInit), s)
+			if sev > bestSev || (sev == sevInGrace && sev == bestSev && o.RecheckAfter < best.RecheckAfter) {
+				best, bestSev = o, sev
+			}
+		}
+	}
+	visit(pod.Status.InitContainerStatuses, true)
+	visit(pod.Status.ContainerStatuses, false)
+	return best, bestSev > 0
+}
+
+func waiting(name string, w *corev1.ContainerStateWaiting, now, since time.Time, s plugin.Settings) (plugin.Observation, int) {
+	msg := fmt.Sprintf("container %s: %s", name, joinReason(w.Reason, w.Message))
+	switch w.Reason {
+	case "InvalidImageName", "CreateContainerConfigError", "ErrImageNeverPull":
+		// Retrying cannot fix the image name or the referenced config.
+		return failure(plugin.PhasePermanentFailure, w.Reason, flytev1.ErrorKindUser, msg), sevPermanent
+	case "ImagePullBackOff", "ErrImagePull":
+		return withGrace(msg, w.Reason, plugin.PhaseRetryableFailure, gracePeriod(s.ImagePullGracePeriod), now, since)
+	case "CreateContainerError":
+		return withGrace(msg, w.Reason, plugin.PhasePermanentFailure, gracePeriod(s.CreateContainerGracePeriod), now, since)
+	case "ContainerCreating", "PodInitializing":
+		return plugin.Observation{Phase: plugin.PhaseInitializing, Message: msg}, sevInitializing
+	default:
+		return plugin.Observation{Phase: plugin.PhaseQueued, Message: msg}, sevOther
+	}
+}
+
+// withGrace keeps the attempt initializing until grace has passed since
+// since, then fails it with phase.
+func withGrace(msg, code string, phase plugin.Phase, grace time.Duration, now, since time.Time) (plugin.Observation, int) {
+	elapsed := max(now.Sub(since), 0) // clock skew must not shorten the grace
+	if since.IsZero() {
+		elapsed = 0
+	}
+	if elapsed >= grace {
+		return failure(phase, code, flytev1.ErrorKindUser, fmt.Sprintf("grace period %v exceeded: %s", grace, msg)), sevGraceOver
+	}
+	return plugin.Observation{Phase: plugin.PhaseInitializing, Message: msg, RecheckAfter: max(grace-elapsed, time.Second)}, sevInGrace
+}
+
+func gracePeriod(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultGracePeriod
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// graceStart is the reference time of the grace periods (see ObservePod).
+func graceStart(pod *corev1.Pod, isInit bool) time.Time {
+	var t time.Time
+	later := func(u time.Time) {
+		if u.After(t) {
+			t = u
+		}
+	}
+	if pod.Status.StartTime != nil {
+		later(pod.Status.StartTime.Time)
+	}
+	for _, c := range pod.Status.Conditions {
+		switch {
+		case (c.Type == corev1.PodReady || c.Type == corev1.ContainersReady) && c.Status == corev1.ConditionFalse:
+			later(c.LastTransitionTime.Time)
+		case !isInit && c.Type == corev1.PodInitialized && c.Status == corev1.ConditionTrue:
+			later(c.LastTransitionTime.Time)
+		}
+	}
+	if t.IsZero() {
+		t = pod.CreationTimestamp.Time
+	}
+	return t
+}
+
+func failed(pod *corev1.Pod, primary string) (plugin.Observation, time.Time) {
+	if pod.Status.Reason == "Evicted" {
+		return failure(plugin.PhaseRetryableFailure, CodeEvicted, flytev1.ErrorKindSystem, joinReason("pod was evicted", pod.Status.Message)), time.Time{}
+	}
+	pt := terminated(findStatus(pod.Status.ContainerStatuses, primary))
+	if pt != nil && pt.ExitCode == 0 && !strings.Contains(pt.Reason, "OOMKilled") {
+		// The task finished; a sidecar failing afterwards does not undo that.
+		return plugin.Observation{Phase: plugin.PhaseSucceeded}, time.Time{}
+	}
+	if name, t := oomKilled(pod); t != nil {
+		return fromTermination(name, t)
+	}
+	if o, ok := interrupted(pod, pt); ok {
+		return o, time.Time{}
+	}
+	if pt != nil {
+		return fromTermination(primary, pt)
+	}
+	// The primary never ran: an init container or sidecar failing explains why.
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range list {
+			if t := terminated(&list[i]); t != nil && t.ExitCode != 0 {
+				return fromTermination(list[i].Name, t)
+			}
+		}
+	}
+	switch r := pod.Status.Reason; {
+	case r == "DeadlineExceeded":
+		// activeDeadlineSeconds from the task's own pod template.
+		return failure(plugin.PhaseRetryableFailure, CodeDeadlineExceeded, flytev1.ErrorKindUser, joinReason(r, pod.Status.Message)), time.Time{}
+	case r == "NodeAffinity" || r == "NodeLost" || r == "UnexpectedAdmissionError" || strings.HasPrefix(r, "OutOf"):
+		// The kubelet refused or lost the pod: the node's fault, not the task's.
+		return failure(plugin.PhaseRetryableFailure, r, flytev1.ErrorKindSystem, joinReason(r, pod.Status.Message)), time.Time{}
+	}
+	msg := "pod failed without a recognisable reason"
+	if r := podReason(pod); r != "" {
+		msg += ": " + r
+	}
+	return failure(plugin.PhaseRetryableFailure, CodeUnknownError, flytev1.ErrorKindSystem, msg), time.Time{}
+}
+
+// interrupted says whether Kubernetes stopped the pod (node shutdown,
+// preemption, API eviction). A primary that had already failed before the
+// disruption was noted failed on its own.
+func interrupted(pod *corev1.Pod, pt *corev1.ContainerStateTerminated) (plugin.Observation, bool) {
+	switch pod.Status.Reason {
+	case "Shutdown", "NodeShutdown", "Terminated", "Preempting":
+		return failure(plugin.PhaseRetryableFailure, CodeInterrupted, flytev1.ErrorKindSystem,
+			"pod was interrupted: "+joinReason(pod.Status.Reason, pod.Status.Message)), true
+	}
+	c := condition(pod, disruptionTarget)
+	if c == nil || c.Status != corev1.ConditionTrue {
+		return plugin.Observation{}, false
+	}
+	if pt != nil && !pt.FinishedAt.IsZero() && !c.LastTransitionTime.IsZero() && pt.FinishedAt.Before(&c.LastTransitionTime) {
+		return plugin.Observation{}, false
+	}
+	return failure(plugin.PhaseRetryableFailure, CodeInterrupted, flytev1.ErrorKindSystem,
+		"pod was interrupted: "+joinReason(c.Reason, c.Message)), true
+}
+
+// fromTermination reads a terminated container: success on exit 0, else a
+// user failure that another attempt may not repeat.
+func fromTermination(name string, t *corev1.ContainerStateTerminated) (plugin.Observation, time.Time) {
+	at := t.FinishedAt.Time
+	if strings.Contains(t.Reason, "OOMKilled") {
+		return failure(plugin.PhaseRetryableFailure, CodeOOMKilled, flytev1.ErrorKindUser,
+			withDetail(fmt.Sprintf("container %s was OOMKilled (exit code %d)", name, t.ExitCode), t.Message)), at
+	}
+	if t.ExitCode == 0 {
+		return plugin.Observation{Phase: plugin.PhaseSucceeded}, at
+	}
+	code := t.Reason
+	if code == "" {
+		code = fmt.Sprintf("ExitCode%d", t.ExitCode)
+	}
+	return failure(plugin.PhaseRetryableFailure, code, flytev1.ErrorKindUser,
+		withDetail(fmt.Sprintf("container %s terminated with exit code %d", name, t.ExitCode), t.Message)), at
+}
+
+// whileDeleting reads a pod that is being deleted. A success, a failure
+// Kubernetes already blamed on the system, and a failure that happened before
+// the deletion was asked for stand; anything else is the deletion's doing.
+func whileDeleting(pod *corev1.Pod, obs plugin.Observation, failedAt time.Time) plugin.Observation {
+	if obs.Phase == plugin.PhaseSucceeded {
+		return obs
+	}
+	if obs.Phase.IsTerminal() && obs.Error != nil && obs.Error.Kind == flytev1.ErrorKindSystem {
+		return obs
+	}
+	requested := pod.DeletionTimestamp.Time
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		requested = requested.Add(-time.Duration(*g) * time.Second)
+	}
+	if obs.Phase.IsTerminal() && !failedAt.IsZero() && failedAt.Before(requested) {
+		return obs
+	}
+	if o, ok := interrupted(pod, nil); ok {
+		o.Deleting = true
+		return o
+	}
+	o := failure(plugin.PhaseRetryableFailure, CodeResourceDeletedExternally, flytev1.ErrorKindSystem,
+		fmt.Sprintf("pod %s/%s is being deleted", pod.Namespace, pod.Name))
+	o.Deleting = true
+	return o
+}
+
+func failure(phase plugin.Phase, code string, kind flytev1.ErrorKind, msg string) plugin.Observation {
+	msg = truncate(msg, maxMessage)
+	return plugin.Observation{Phase: phase, Message: msg, Error: &plugin.ExecError{Code: code, Kind: kind, Message: msg}}
+}
+
+// primaryContainer is the container that decides the outcome: the one the
+// annotation names, else the default name, else the first.
+func primaryContainer(pod *corev1.Pod) string {
+	if n := pod.Annotations[AnnotationPrimaryContainer]; n != "" {
+		return n
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == DefaultPrimaryContainerName {
+			return c.Name
+		}
+	}
+	if len(pod.Spec.Containers) > 0 {
+		return pod.Spec.Containers[0].Name
+	}
+	return DefaultPrimaryContainerName
+}
+
+func findStatus(statuses []corev1.ContainerStatus, name string) *corev1.ContainerStatus {
+	for i := range statuses {
+		if statuses[i].Name == name {
+			return &statuses[i]
+		}
+	}
+	return nil
+}
+
+func terminated(cs *corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	if cs == nil {
+		return nil
+	}
+	return cs.State.Terminated
+}
+
+// oomKilled finds a container (init, regular or ephemeral, current or last
+// state) that was OOMKilled.
+func oomKilled(pod *corev1.Pod) (string, *corev1.ContainerStateTerminated) {
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses} {
+		for i := range list {
+			for _, t := range []*corev1.ContainerStateTerminated{list[i].State.Terminated, list[i].LastTerminationState.Terminated} {
+				if t != nil && strings.Contains(t.Reason, "OOMKilled") {
+					return list[i].Name, t
+				}
+			}
+		}
+	}
+	return "", nil
+}
+
+func condition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == t {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// latestTransition is the latest container start or finish or condition
+// transition recorded on the pod; zero if there is none.
+func latestTransition(pod *corev1.Pod) time.Time {
+	var t time.Time
+	later := func(u time.Time) {
+		if u.After(t) {
+			t = u
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		later(c.LastTransitionTime.Time)
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			for _, st := range []corev1.ContainerState{cs.State, cs.LastTerminationState} {
+				if st.Running != nil {
+					later(st.Running.StartedAt.Time)
+				}
+				if st.Terminated != nil {
+					later(st.Terminated.StartedAt.Time)
+					later(st.Terminated.FinishedAt.Time)
+				}
+			}
+		}
+	}
+	return t
+}
+
+func podReason(pod *corev1.Pod) string { return joinReason(pod.Status.Reason, pod.Status.Message) }
+
+func joinReason(reason, msg string) string {
+	switch {
+	case reason == "":
+		return msg
+	case msg == "":
+		return reason
+	}
+	return reason + ": " + msg
+}
+
+func withDetail(s, detail string) string {
+	if detail = strings.TrimSpace(detail); detail != "" {
+		return s + ": " + detail
+	}
+	return s
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "..."
+}
