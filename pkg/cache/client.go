@@ -1,0 +1,191 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	cachev1 "github.com/taskaction/executor/gen/executor/cache/v1"
+	"github.com/taskaction/executor/gen/executor/cache/v1/cachev1connect"
+)
+
+// DefaultTimeout bounds each call: a slow or absent cache must cost a
+// reconcile little, since the task can always just run.
+const DefaultTimeout = 2 * time.Second
+
+// Client is what the reconciler needs from the cache service. Errors other
+// than the documented outcomes mean "the cache could not answer"; callers
+// should carry on without the cache rather than fail the task.
+type Client interface {
+	// Get returns key's entry, or nil and no error when there is none (or it
+	// is older than the service's max age).
+	Get(ctx context.Context, key Key) (*Entry, error)
+	// Put stores e under key unless a live entry is already there; then it
+	// keeps that one and returns alreadyExisted=true with no error, which
+	// means the key is populated all the same. CreatedAt of e is ignored.
+	Put(ctx context.Context, key Key, e Entry) (alreadyExisted bool, err error)
+	// Overwrite stores e under key, replacing any entry.
+	Overwrite(ctx context.Context, key Key, e Entry) error
+	// Delete removes key's entry; a missing one is not an error.
+	Delete(ctx context.Context, key Key) error
+	// GetOrExtendReservation asks for key's reservation for owner, who will
+	// call again every heartbeat (0: the service default). It returns the
+	// reservation in force: owner's when granted or extended, else the
+	// holder's; use Reservation.HeldBy(owner).
+	GetOrExtendReservation(ctx context.Context, key Key, owner string, heartbeat time.Duration) (Reservation, error)
+	// ReleaseReservation frees key's reservation if owner holds it, and
+	// otherwise does nothing.
+	ReleaseReservation(ctx context.Context, key Key, owner string) error
+}
+
+// Option configures NewClient.
+type Option func(*client)
+
+// WithTimeout sets the per-call timeout (default DefaultTimeout); zero or
+// negative leaves calls bounded only by the caller's context.
+func WithTimeout(d time.Duration) Option { return func(c *client) { c.timeout = d } }
+
+// WithConnectOptions passes options to the connect client, e.g. connect.WithGRPC().
+func WithConnectOptions(opts ...connect.ClientOption) Option {
+	return func(c *client) { c.connectOpts = append(c.connectOpts, opts...) }
+}
+
+// NewClient is a client of the cache service at baseURL (such as
+// http://localhost:8094). A nil httpClient gets DefaultHTTPClient.
+func NewClient(baseURL string, httpClient *http.Client, opts ...Option) Client {
+	c := &client{timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(c)
+	}
+	if httpClient == nil {
+		httpClient = DefaultHTTPClient()
+	}
+	c.rpc = cachev1connect.NewCacheServiceClient(httpClient, strings.TrimRight(baseURL, "/"), c.connectOpts...)
+	return c
+}
+
+// DefaultHTTPClient is the HTTP client NewClient uses when given none. Its
+// dial timeout is short so an unreachable service fails fast; the per-call
+// context bounds the rest.
+func DefaultHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        64,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   true,
+	}}
+}
+
+type client struct {
+	rpc         cachev1connect.CacheServiceClient
+	timeout     time.Duration
+	connectOpts []connect.ClientOption
+}
+
+func (c *client) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+func (c *client) Get(ctx context.Context, key Key) (*Entry, error) {
+	if err := key.Validate(); err != nil {
+		return nil, fmt.Errorf("cache get: %w", err)
+	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.rpc.Get(ctx, connect.NewRequest(&cachev1.GetRequest{Key: KeyToProto(key)}))
+	if err != nil {
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("cache get %s: %w", key, err)
+	}
+	e := EntryFromProto(resp.Msg.GetEntry())
+	return &e, nil
+}
+
+func (c *client) Put(ctx context.Context, key Key, e Entry) (bool, error) {
+	err := c.put(ctx, key, e, false)
+	if connect.CodeOf(err) == connect.CodeAlreadyExists {
+		return true, nil
+	}
+	return false, err
+}
+
+func (c *client) Overwrite(ctx context.Context, key Key, e Entry) error {
+	return c.put(ctx, key, e, true)
+}
+
+func (c *client) put(ctx context.Context, key Key, e Entry, overwrite bool) error {
+	if err := errors.Join(key.Validate(), e.Validate()); err != nil {
+		return fmt.Errorf("cache put: %w", err)
+	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	e.CreatedAt = time.Time{}
+	_, err := c.rpc.Put(ctx, connect.NewRequest(&cachev1.PutRequest{Key: KeyToProto(key), Entry: EntryToProto(e), Overwrite: overwrite}))
+	if err != nil {
+		return fmt.Errorf("cache put %s: %w", key, err)
+	}
+	return nil
+}
+
+func (c *client) Delete(ctx context.Context, key Key) error {
+	if err := key.Validate(); err != nil {
+		return fmt.Errorf("cache delete: %w", err)
+	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	if _, err := c.rpc.Delete(ctx, connect.NewRequest(&cachev1.DeleteRequest{Key: KeyToProto(key)})); err != nil {
+		return fmt.Errorf("cache delete %s: %w", key, err)
+	}
+	return nil
+}
+
+func (c *client) GetOrExtendReservation(ctx context.Context, key Key, owner string, heartbeat time.Duration) (Reservation, error) {
+	err := errors.Join(key.Validate(), ValidateOwner(owner))
+	if heartbeat < 0 {
+		err = errors.Join(err, fmt.Errorf("%w: heartbeat interval %s is negative", ErrInvalid, heartbeat))
+	}
+	if err != nil {
+		return Reservation{}, fmt.Errorf("cache reservation: %w", err)
+	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	req := &cachev1.GetOrExtendReservationRequest{Key: KeyToProto(key), Owner: owner}
+	if heartbeat > 0 {
+		req.HeartbeatInterval = durationpb.New(heartbeat)
+	}
+	resp, err := c.rpc.GetOrExtendReservation(ctx, connect.NewRequest(req))
+	if err != nil {
+		return Reservation{}, fmt.Errorf("cache reservation %s for %s: %w", key, owner, err)
+	}
+	r := resp.Msg.GetReservation()
+	if r.GetOwner() == "" {
+		return Reservation{}, fmt.Errorf("cache reservation %s for %s: the service returned no holder", key, owner)
+	}
+	return ReservationFromProto(r), nil
+}
+
+func (c *client) ReleaseReservation(ctx context.Context, key Key, owner string) error {
+	if err := errors.Join(key.Validate(), ValidateOwner(owner)); err != nil {
+		return fmt.Errorf("cache release: %w", err)
+	}
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	if _, err := c.rpc.ReleaseReservation(ctx, connect.NewRequest(&cachev1.ReleaseReservationRequest{Key: KeyToProto(key), Owner: owner})); err != nil {
+		return fmt.Errorf("cache release %s for %s: %w", key, owner, err)
+	}
+	return nil
+}
