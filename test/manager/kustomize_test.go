@@ -231,9 +231,12 @@ func TestKustomizeDefaultIsAdmitted(t *testing.T) {
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
-			if err := c.Create(ctx, o.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+			o := o.DeepCopy()
+			if err := c.Create(ctx, o); err != nil {
 				t.Fatal(err)
 			}
+			// Removed again so that the dry run above meets a clean cluster on -count=N.
+			t.Cleanup(func() { _ = c.Delete(context.Background(), o) })
 		}
 	}
 	const sa = "system:serviceaccount:executor-system:executor-controller-manager"
