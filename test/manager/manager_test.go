@@ -105,6 +105,17 @@ func serviceAccountToken(t *testing.T, ns, name string, reader bool) string {
 	if tr.Status.Token == "" {
 		t.Fatal("empty token")
 	}
+	// The API server must accept its own token, or a 401 below would prove nothing
+	// about the executor (envtest sets the service-account signing flags).
+	rev, err := clientset.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: tr.Status.Token},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "system:serviceaccount:" + ns + ":" + name; !rev.Status.Authenticated || rev.Status.User.Username != want {
+		t.Fatalf("TokenReview: authenticated=%v user=%q, want %s (%s)", rev.Status.Authenticated, rev.Status.User.Username, want, rev.Status.Error)
+	}
 	return tr.Status.Token
 }
 
@@ -137,6 +148,28 @@ func TestMetricsAuthentication(t *testing.T) {
 				t.Errorf("200 without Prometheus text: %q", body)
 			}
 		})
+	}
+}
+
+// metricsSecure=false is the opt-out: plain HTTP, no token needed.
+func TestMetricsInsecure(t *testing.T) {
+	p := startExecutor(t, nil, "--executor.metricsSecure=false")
+	var resp *http.Response
+	var err error
+	for i := 0; i < 50; i++ {
+		if resp, err = http.Get("http://" + p.metricsAddr + "/metrics"); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body bytes.Buffer
+	_, _ = body.ReadFrom(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body.String(), "# HELP") {
+		t.Errorf("plain /metrics: %d %q", resp.StatusCode, body.String())
 	}
 }
 
