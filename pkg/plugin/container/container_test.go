@@ -1,0 +1,266 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/plugin"
+)
+
+// stubClient answers Create, Get and Delete from its fields; any other call
+// panics (the embedded interface is nil), which keeps the tests honest about
+// what the plugin does.
+type stubClient struct {
+	client.Client
+	createErr error
+	pods      map[string]*corev1.Pod // by name, what Get returns
+	getErr    error
+	deleteErr error
+
+	created []*corev1.Pod
+	deleted []*client.DeleteOptions
+}
+
+func (s *stubClient) Create(_ context.Context, obj client.Object, _ ...client.CreateOption) error {
+	s.created = append(s.created, obj.(*corev1.Pod))
+	return s.createErr
+}
+
+func (s *stubClient) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if s.getErr != nil {
+		return s.getErr
+	}
+	p, ok := s.pods[key.Name]
+	if !ok {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, key.Name)
+	}
+	p.DeepCopyInto(obj.(*corev1.Pod))
+	return nil
+}
+
+func (s *stubClient) Delete(_ context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	o := &client.DeleteOptions{}
+	o.ApplyOptions(opts)
+	s.deleted = append(s.deleted, o)
+	return s.deleteErr
+}
+
+var podGR = schema.GroupResource{Resource: "pods"}
+
+func ownedPod(uid types.UID, mut ...func(*corev1.Pod)) *corev1.Pod {
+	t := true
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "act-0", Namespace: "ns", UID: "pod-uid",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "flyte.org/v1", Kind: "TaskAction", Name: "act", UID: uid, Controller: &t}}}}
+	for _, m := range mut {
+		m(p)
+	}
+	return p
+}
+
+func beingDeleted(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }
+
+func TestCreateError(t *testing.T) {
+	cases := []struct {
+		name      string
+		err       error
+		code      string // "" : a plain error
+		retryable bool
+	}{
+		{"invalid (422)", apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", field.ErrorList{field.Invalid(field.NewPath("spec", "restartPolicy"), "Sometimes", "bad")}), CodeInvalidResource, false},
+		{"bad request", apierrors.NewBadRequest("nope"), CodeBadRequest, false},
+		{"bare 400", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 400}}, CodeBadRequest, false},
+		{"entity too large (413)", apierrors.NewRequestEntityTooLargeError("limit is 3MB"), CodeEntityTooLarge, false},
+		{"bare 422", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 422}}, CodeInvalidResource, false},
+		{"quota (403)", apierrors.NewForbidden(podGR, "p", errors.New(`exceeded quota: compute, requested: cpu=2, used: cpu=9, limited: cpu=10`)), CodeQuotaExceeded, true},
+		{"forbidden (403)", apierrors.NewForbidden(podGR, "p", errors.New("violates PodSecurity")), CodeForbidden, true},
+		{"internal", apierrors.NewInternalError(errors.New("etcd")), "", false},
+		{"server timeout", apierrors.NewServerTimeout(podGR, "create", 1), "", false},
+		{"too many requests", apierrors.NewTooManyRequests("slow down", 1), "", false},
+		{"context deadline", context.DeadlineExceeded, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := CreateError("ns/p", tc.err)
+			var le *plugin.LaunchError
+			if tc.code == "" {
+				if errors.As(got, &le) {
+					t.Fatalf("got LaunchError %+v, want a plain error", le)
+				}
+				if !errors.Is(got, tc.err) {
+					t.Errorf("error %v does not wrap %v", got, tc.err)
+				}
+				return
+			}
+			if !errors.As(got, &le) {
+				t.Fatalf("got %v, want a LaunchError", got)
+			}
+			if le.Err.Code != tc.code || le.Retryable != tc.retryable || le.Err.Kind != flytev1.ErrorKindUser || !strings.Contains(le.Err.Message, "ns/p") {
+				t.Errorf("got %+v (retryable %v), want code %s retryable %v USER", le.Err, le.Retryable, tc.code, tc.retryable)
+			}
+		})
+	}
+}
+
+func TestLaunch(t *testing.T) {
+	exists := apierrors.NewAlreadyExists(podGR, "act-0")
+	cases := []struct {
+		name     string
+		c        *stubClient
+		wantCode string // LaunchError code
+		wantIs   error  // plain error wrapping this
+		wantNil  bool
+	}{
+		{name: "created", c: &stubClient{}, wantNil: true},
+		{name: "exists and ours", c: &stubClient{createErr: exists, pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1")}}, wantNil: true},
+		{name: "exists, ours, terminating", c: &stubClient{createErr: exists, pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1", beingDeleted)}}, wantIs: ErrPodTerminating},
+		{name: "exists, earlier TaskAction of that name", c: &stubClient{createErr: exists, pods: map[string]*corev1.Pod{"act-0": ownedPod("old-uid")}}, wantIs: ErrPodTerminating},
+		{name: "exists, someone else's", c: &stubClient{createErr: exists, pods: map[string]*corev1.Pod{"act-0": {ObjectMeta: metav1.ObjectMeta{Name: "act-0", Namespace: "ns"}}}}, wantCode: CodeAlreadyExists},
+		{name: "exists, not readable yet", c: &stubClient{createErr: exists}, wantIs: nil},
+		{name: "quota", c: &stubClient{createErr: apierrors.NewForbidden(podGR, "act-0", errors.New("exceeded quota: q"))}, wantCode: CodeQuotaExceeded},
+		{name: "transient", c: &stubClient{createErr: apierrors.NewServiceUnavailable("later")}, wantIs: nil},
+	}
+	p := New()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := p.Launch(context.Background(), tc.c, plugin.TaskContext{TaskAction: testTA(), Attempt: 1})
+			var le *plugin.LaunchError
+			switch {
+			case tc.wantNil:
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+			case tc.wantCode != "":
+				if !errors.As(err, &le) || le.Err.Code != tc.wantCode {
+					t.Fatalf("err = %v, want LaunchError %s", err, tc.wantCode)
+				}
+			default:
+				if err == nil || errors.As(err, &le) {
+					t.Fatalf("err = %v, want a plain error", err)
+				}
+				if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
+					t.Errorf("err = %v, want it to wrap %v", err, tc.wantIs)
+				}
+			}
+			if len(tc.c.created) != 1 || tc.c.created[0].Name != "act-0" {
+				t.Errorf("created = %v", tc.c.created)
+			}
+		})
+	}
+	// A task that cannot become a pod never reaches the API server.
+	c := &stubClient{}
+	ta := testTA()
+	ta.Spec.TaskTemplate.Container = nil
+	err := p.Launch(context.Background(), c, plugin.TaskContext{TaskAction: ta, Attempt: 1})
+	var le *plugin.LaunchError
+	if !errors.As(err, &le) || le.Err.Code != CodeBadTaskSpecification || len(c.created) != 0 {
+		t.Errorf("err = %v, created %d", err, len(c.created))
+	}
+}
+
+func TestObserve(t *testing.T) {
+	p := &Plugin{Now: func() time.Time { return t0 }}
+	tc := plugin.TaskContext{TaskAction: testTA(), Attempt: 1}
+	running := ownedPod("uid-1", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })
+	cases := []struct {
+		name  string
+		c     *stubClient
+		phase plugin.Phase
+		err   bool
+	}{
+		{"not found", &stubClient{}, plugin.PhaseNotStarted, false},
+		{"ours", &stubClient{pods: map[string]*corev1.Pod{"act-0": running}}, plugin.PhaseRunning, false},
+		{"not ours", &stubClient{pods: map[string]*corev1.Pod{"act-0": ownedPod("old-uid", func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })}}, plugin.PhaseNotStarted, false},
+		{"read error", &stubClient{getErr: apierrors.NewServiceUnavailable("x")}, "", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			obs, err := p.Observe(context.Background(), c.c, tc)
+			if (err != nil) != c.err || obs.Phase != c.phase {
+				t.Errorf("Observe = %+v, %v; want phase %q, error %v", obs, err, c.phase, c.err)
+			}
+		})
+	}
+}
+
+func TestAbort(t *testing.T) {
+	tc := plugin.TaskContext{TaskAction: testTA(), Attempt: 1}
+	cases := []struct {
+		name        string
+		c           *stubClient
+		wantDeletes int
+		wantUID     bool
+		wantErr     bool
+	}{
+		{name: "ours: delete with UID precondition", c: &stubClient{pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1")}}, wantDeletes: 1, wantUID: true},
+		{name: "not in cache: delete by name", c: &stubClient{}, wantDeletes: 1},
+		{name: "already gone", c: &stubClient{deleteErr: apierrors.NewNotFound(podGR, "act-0")}, wantDeletes: 1},
+		{name: "replaced meanwhile", c: &stubClient{pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1")}, deleteErr: apierrors.NewConflict(podGR, "act-0", errors.New("uid precondition"))}, wantDeletes: 1, wantUID: true},
+		{name: "already being deleted", c: &stubClient{pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1", beingDeleted)}}},
+		{name: "not ours: left alone", c: &stubClient{pods: map[string]*corev1.Pod{"act-0": ownedPod("other")}}},
+		{name: "delete fails", c: &stubClient{deleteErr: apierrors.NewInternalError(fmt.Errorf("x"))}, wantDeletes: 1, wantErr: true},
+		{name: "read fails", c: &stubClient{getErr: apierrors.NewInternalError(fmt.Errorf("x"))}, wantErr: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := New().Abort(context.Background(), c.c, tc)
+			if (err != nil) != c.wantErr {
+				t.Fatalf("err = %v", err)
+			}
+			if len(c.c.deleted) != c.wantDeletes {
+				t.Fatalf("deletes = %d, want %d", len(c.c.deleted), c.wantDeletes)
+			}
+			if c.wantDeletes == 0 {
+				return
+			}
+			d := c.c.deleted[0]
+			if d.PropagationPolicy == nil || *d.PropagationPolicy != metav1.DeletePropagationBackground {
+				t.Errorf("propagation = %v", d.PropagationPolicy)
+			}
+			hasUID := d.Preconditions != nil && d.Preconditions.UID != nil && *d.Preconditions.UID == "pod-uid"
+			if hasUID != c.wantUID {
+				t.Errorf("uid precondition = %v, want %v", hasUID, c.wantUID)
+			}
+		})
+	}
+}
+
+func TestPluginBasics(t *testing.T) {
+	p := New()
+	if p.ID() != "container" {
+		t.Errorf("ID = %q", p.ID())
+	}
+	if got := strings.Join(p.TaskTypes(), ","); got != "container,python-task,raw-container" {
+		t.Errorf("TaskTypes = %s", got)
+	}
+	if got := p.ResourceName(plugin.TaskContext{TaskAction: testTA(), Attempt: 3}); got != "act-2" {
+		t.Errorf("ResourceName = %q", got)
+	}
+	if w := p.WatchedTypes(); len(w) != 1 {
+		t.Errorf("WatchedTypes = %v", w)
+	} else if _, ok := w[0].(*corev1.Pod); !ok {
+		t.Errorf("WatchedTypes = %T", w[0])
+	}
+	if err := p.Finalize(context.Background(), nil, plugin.TaskContext{}); err != nil {
+		t.Errorf("Finalize = %v", err)
+	}
+	reg := plugin.NewRegistry()
+	if err := reg.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := reg.Resolve("python-task"); err != nil || got.ID() != "container" {
+		t.Errorf("Resolve = %v, %v", got, err)
+	}
+}
