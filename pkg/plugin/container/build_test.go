@@ -342,8 +342,8 @@ func TestResources(t *testing.T) {
 			wantReq: rl("cpu", "500m", "memory", "1Gi"), wantLim: rl("cpu", "500m", "memory", "1Gi", "nvidia.com/gpu", "1")},
 		{name: "pod template resources as base, task wins", s: s,
 			templateReq: rl("cpu", "3", "ephemeral-storage", "1Gi"), templateL: rl("memory", "4Gi"),
-			req:         rl("cpu", "1"),
-			wantReq:     rl("cpu", "1", "memory", "4Gi", "ephemeral-storage", "1Gi"), wantLim: rl("cpu", "1", "memory", "4Gi")},
+			req:     rl("cpu", "1"),
+			wantReq: rl("cpu", "1", "memory", "4Gi", "ephemeral-storage", "1Gi"), wantLim: rl("cpu", "1", "memory", "4Gi")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
