@@ -26,7 +26,7 @@ generate: $(CONTROLLER_GEN) ## deepcopy functions
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 manifests: $(CONTROLLER_GEN) ## CRD and RBAC YAML under config/
-	$(CONTROLLER_GEN) crd:maxDescLen=512 rbac:roleName=executor-manager-role \
+	$(CONTROLLER_GEN) crd:maxDescLen=512 rbac:roleName=manager-role \
 		paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
