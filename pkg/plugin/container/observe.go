@@ -41,7 +41,8 @@ const disruptionTarget corev1.PodConditionType = "DisruptionTarget"
 // pod's start time, its Ready=False and ContainersReady=False transition
 // times and, for regular containers, its Initialized=True transition time:
 // the kubelet does not record when a container started waiting, and this is
-// the latest moment it can have started.
+// the latest moment it can have started. Since these times are whole seconds,
+// the grace counts from the end of that second, so it is never cut short.
 func ObservePod(pod *corev1.Pod, now time.Time, s plugin.Settings) plugin.Observation {
 	obs, failedAt := classify(pod, now, s)
 	if pod.DeletionTimestamp != nil {
@@ -153,10 +154,10 @@ func waiting(name string, w *corev1.ContainerStateWaiting, now, since time.Time,
 // withGrace keeps the attempt initializing until grace has passed since
 // since, then fails it with phase.
 func withGrace(msg, code string, phase plugin.Phase, grace time.Duration, now, since time.Time) (plugin.Observation, int) {
-	elapsed := max(now.Sub(since), 0) // clock skew must not shorten the grace
-	if since.IsZero() {
-		elapsed = 0
-	}
+	// API timestamps are whole seconds: count from the end of that second,
+	// and never let clock skew shorten the grace.
+	since = since.Truncate(time.Second).Add(time.Second)
+	elapsed := max(now.Sub(since), 0)
 	if elapsed >= grace {
 		return failure(phase, code, flytev1.ErrorKindUser, fmt.Sprintf("grace period %v exceeded: %s", grace, msg)), sevGraceOver
 	}
