@@ -182,7 +182,8 @@ func (g *GC) collect(ctx context.Context, ta *flytev1.TaskAction, now time.Time,
 	switch {
 	case why == reasonNotTerminal:
 		res.NotTerminal++
-		log.Info("not deleting a TaskAction labelled terminated that is not terminal")
+		// Per object at V(1): the sweep summary counts them at Info every sweep.
+		log.V(1).Info("not deleting a TaskAction labelled terminated that is not terminal")
 		return
 	case !due:
 		res.Kept++

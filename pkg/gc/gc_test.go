@@ -607,3 +607,41 @@ func TestRunsUnderTheManager(t *testing.T) {
 		t.Errorf("new was deleted %v after it ended, want about 5s", el)
 	}
 }
+
+// expiringReader answers the first continued List with 410 Gone, as the API
+// server does once etcd compacted the revision of a long sweep's token.
+type expiringReader struct {
+	client.Reader
+	expired bool
+	calls   int
+}
+
+func (r *expiringReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	r.calls++
+	if o := (&client.ListOptions{}).ApplyOptions(opts); o.Continue != "" && !r.expired {
+		r.expired = true
+		return apierrors.NewResourceExpired("the provided continue parameter is too old")
+	}
+	return r.Reader.List(ctx, list, opts...)
+}
+
+func TestSweepStartsOverWhenItsContinueTokenExpired(t *testing.T) {
+	ns := namespace(t)
+	now := time.Now().Truncate(time.Second)
+	create(t, ns, expired("fresh", now, time.Minute)) // kept, and listed again after the restart
+	for i := range 4 {
+		create(t, ns, expired(fmt.Sprintf("e%d", i), now, 2*ttl))
+	}
+	r := &expiringReader{Reader: gcClient}
+	g := newGC(clocktesting.NewFakeClock(now))
+	g.Reader, g.PageSize = r, 2
+	res, err := g.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.expired || res.Deleted != 4 || res.Failed != 0 {
+		t.Errorf("sweep = %+v (token expired: %v), want all 4 expired deleted after starting over", res, r.expired)
+	}
+	wantGone(t, ns, "e0", "e1", "e2", "e3")
+	wantKept(t, ns, "fresh")
+}
