@@ -328,13 +328,15 @@ func (b *Batcher) backoff(attempt int) time.Duration {
 
 // Retryable tells whether a Record error may pass on its own. The service is
 // idempotent, so resending a batch that was in fact stored is harmless.
+// Canceled counts: connect-go reports a connection the server closed or reset
+// mid-write as Canceled, and the Batcher never cancels its own calls.
 func Retryable(err error) bool {
 	if errors.Is(err, ErrInvalidEvent) {
 		return false
 	}
 	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeResourceExhausted,
-		connect.CodeAborted, connect.CodeInternal, connect.CodeUnknown:
+		connect.CodeAborted, connect.CodeInternal, connect.CodeUnknown, connect.CodeCanceled:
 		return true
 	}
 	return false

@@ -137,6 +137,10 @@ func (s *Service) WatchActionEvents(ctx context.Context, req *connect.Request[ev
 	}
 	wake := s.subs.subscribe(m.GetRun())
 	defer s.subs.unsubscribe(m.GetRun(), wake)
+	// Headers now: a client waits for them before its first Receive, even on a quiet run.
+	if err := stream.Send(nil); err != nil {
+		return fmt.Errorf("sending headers to watcher: %w", err)
+	}
 	poll := time.NewTicker(watchPoll)
 	defer poll.Stop()
 	var cursor int64

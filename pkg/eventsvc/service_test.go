@@ -1,0 +1,304 @@
+package eventsvc_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"golang.org/x/net/http2"
+
+	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
+	"github.com/taskaction/executor/gen/executor/events/v1/eventsv1connect"
+	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/eventsvc"
+	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
+)
+
+// startServer runs eventsvc.Server itself (not the test harness) on a free port.
+func startServer(t *testing.T, store eventsvc.Store) *eventsvc.Server {
+	t.Helper()
+	srv := eventsvc.NewServer(store, eventsvc.ServerOptions{Listen: "127.0.0.1:0"})
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	return srv
+}
+
+func sqliteStore(t *testing.T) eventsvc.Store {
+	t.Helper()
+	s, err := eventsvc.OpenSQLite(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func record(t *testing.T, c eventsv1connect.EventsServiceClient, evs ...*eventsv1.ActionEvent) *eventsv1.RecordResponse {
+	t.Helper()
+	resp, err := c.Record(context.Background(), connect.NewRequest(&eventsv1.RecordRequest{Events: evs}))
+	if err != nil {
+		t.Fatalf("record: %v", err)
+	}
+	return resp.Msg
+}
+
+func TestRecordValidation(t *testing.T) {
+	store := sqliteStore(t)
+	srv := startServer(t, store)
+	c := events.NewClient(srv.URL(), nil)
+	good := ev("r", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, "")
+	noRun := ev("", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, "")
+	zeroAttempt := ev("r", "b", 0, eventsv1.Phase_PHASE_RUNNING, 0, "")
+	noPhase := ev("r", "c", 1, eventsv1.Phase_PHASE_UNSPECIFIED, 0, "")
+	noCode := ev("r", "d", 1, eventsv1.Phase_PHASE_FAILED, 0, "")
+	noCode.Error.Code = ""
+	noTime := ev("r", "e", 1, eventsv1.Phase_PHASE_RUNNING, 0, "")
+	noTime.UpdatedTime = nil
+
+	cases := []struct {
+		name    string
+		batch   []*eventsv1.ActionEvent
+		wantErr []string // substrings of the error; nil: success
+	}{
+		{"missing identity", []*eventsv1.ActionEvent{good, noRun}, []string{"event 1", "missing run"}},
+		{"attempt 0", []*eventsv1.ActionEvent{zeroAttempt}, []string{"attempt must be at least 1"}},
+		{"unspecified phase", []*eventsv1.ActionEvent{noPhase}, []string{"not a reportable phase"}},
+		{"error without code", []*eventsv1.ActionEvent{noCode}, []string{"error without a code"}},
+		{"missing time", []*eventsv1.ActionEvent{noTime}, []string{"missing updated time"}},
+		{"several invalid are all named", []*eventsv1.ActionEvent{zeroAttempt, good, noRun}, []string{"2 of 3", "event 0", "event 2"}},
+		{"empty batch is fine", nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Record(context.Background(), connect.NewRequest(&eventsv1.RecordRequest{Events: tc.batch}))
+			if tc.wantErr == nil {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if connect.CodeOf(err) != connect.CodeInvalidArgument {
+				t.Fatalf("code %v (%v), want InvalidArgument", connect.CodeOf(err), err)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			// Nothing of an invalid batch is stored, not even its valid events.
+			got, lerr := store.List(context.Background(), eventsvc.Query{Run: "r", Limit: 10})
+			if lerr != nil || len(got) != 0 {
+				t.Fatalf("stored %d events of a refused batch (%v)", len(got), lerr)
+			}
+		})
+	}
+}
+
+func TestRecordIdempotentOverHTTP(t *testing.T) {
+	srv := startServer(t, sqliteStore(t))
+	c := events.NewClient(srv.URL(), nil)
+	first := record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, "first"), ev("r", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, ""))
+	again := record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, "second"))
+	if first.GetStored() != 2 || again.GetStored() != 0 || again.GetDuplicates() != 1 {
+		t.Fatalf("first %v, again %v", first, again)
+	}
+	resp, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv1.ListActionEventsRequest{Run: "r"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(resp.Msg.GetEvents()); n != 2 || resp.Msg.GetEvents()[0].GetPodName() != "first" {
+		t.Fatalf("got %d events, first %q", n, resp.Msg.GetEvents()[0].GetPodName())
+	}
+}
+
+func TestListPaging(t *testing.T) {
+	srv := startServer(t, sqliteStore(t))
+	c := events.NewClient(srv.URL(), nil)
+	var batch []*eventsv1.ActionEvent
+	for i := range 23 {
+		batch = append(batch, ev("r", fmt.Sprintf("a%d", i%2), 1, eventsv1.Phase_PHASE_RUNNING, uint32(i), ""))
+	}
+	record(t, c, batch...)
+	cases := []struct {
+		name      string
+		action    string
+		pageSize  uint32
+		wantPages []int
+	}{
+		{"whole run in pages of 10", "", 10, []int{10, 10, 3}},
+		{"exact multiple ends with a short token-less page", "a1", 11, []int{11}},
+		{"one action", "a0", 5, []int{5, 5, 2}},
+		{"default page size", "", 0, []int{23}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var pages []int
+			token := ""
+			for range 10 {
+				resp, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv1.ListActionEventsRequest{
+					Project: "p", Domain: "d", Run: "r", Action: tc.action, PageSize: tc.pageSize, PageToken: token}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages = append(pages, len(resp.Msg.GetEvents()))
+				if token = resp.Msg.GetNextPageToken(); token == "" {
+					break
+				}
+			}
+			if fmt.Sprint(pages) != fmt.Sprint(tc.wantPages) {
+				t.Errorf("pages %v, want %v", pages, tc.wantPages)
+			}
+		})
+	}
+	_, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv1.ListActionEventsRequest{Run: "r", PageToken: "x"}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("bad token: %v", err)
+	}
+	_, err = c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv1.ListActionEventsRequest{}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("no run: %v", err)
+	}
+}
+
+func TestWatchSendsStoredThenNew(t *testing.T) {
+	srv := startServer(t, sqliteStore(t))
+	c := events.NewClient(srv.URL(), nil)
+	record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, "old"), ev("other", "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, "x"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := c.WatchActionEvents(ctx, connect.NewRequest(&eventsv1.WatchActionEventsRequest{Run: "r"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stream.Close() }()
+	next := func() string {
+		t.Helper()
+		if !stream.Receive() {
+			t.Fatalf("stream ended: %v", stream.Err())
+		}
+		return stream.Msg().GetEvent().GetPodName()
+	}
+	if got := next(); got != "old" {
+		t.Fatalf("first %q, want old", got)
+	}
+	record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, "new1"), ev("other", "b", 1, eventsv1.Phase_PHASE_QUEUED, 0, "x"))
+	record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, "dup"), ev("r", "a", 1, eventsv1.Phase_PHASE_SUCCEEDED, 0, "new2"))
+	for _, want := range []string{"new1", "new2"} {
+		if got := next(); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+}
+
+func TestHealthAndProtocols(t *testing.T) {
+	srv := startServer(t, sqliteStore(t))
+	resp, err := http.Get(srv.URL() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok" {
+		t.Fatalf("healthz: %d %q", resp.StatusCode, body)
+	}
+	// gRPC needs HTTP/2: cleartext (h2c), as a gRPC client in the cluster would speak it.
+	h2c := &http.Client{Transport: &http2.Transport{
+		AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}}
+	for name, c := range map[string]eventsv1connect.EventsServiceClient{
+		"connect":  events.NewClient(srv.URL(), nil),
+		"grpc":     events.NewClient(srv.URL(), h2c, connect.WithGRPC()),
+		"grpc-web": events.NewClient(srv.URL(), nil, connect.WithGRPCWeb()),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := c.Record(context.Background(), connect.NewRequest(&eventsv1.RecordRequest{
+				Events: []*eventsv1.ActionEvent{ev("proto-"+name, "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, "")}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv1.ListActionEventsRequest{Run: "proto-" + name}))
+			if err != nil || len(got.Msg.GetEvents()) != 1 {
+				t.Fatalf("list: %v", err)
+			}
+			_, err = c.Record(context.Background(), connect.NewRequest(&eventsv1.RecordRequest{
+				Events: []*eventsv1.ActionEvent{ev("r", "a", 0, eventsv1.Phase_PHASE_QUEUED, 0, "")}}))
+			if connect.CodeOf(err) != connect.CodeInvalidArgument {
+				t.Fatalf("invalid event over %s: %v", name, err)
+			}
+		})
+	}
+}
+
+func TestServerShutdownEndsWatch(t *testing.T) {
+	srv := eventsvc.NewServer(sqliteStore(t), eventsvc.ServerOptions{Listen: "127.0.0.1:0"})
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	c := events.NewClient(srv.URL(), nil)
+	stream, err := c.WatchActionEvents(context.Background(), connect.NewRequest(&eventsv1.WatchActionEventsRequest{Run: "r"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stream.Close() }()
+	received := make(chan bool, 1)
+	go func() { received <- stream.Receive() }()
+	time.Sleep(100 * time.Millisecond) // let the stream reach its wait
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("server did not stop with an open watch")
+	}
+	if <-received {
+		t.Fatal("unexpected message")
+	}
+	if connect.CodeOf(stream.Err()) != connect.CodeUnavailable && !errors.Is(stream.Err(), io.EOF) {
+		t.Logf("watch ended with %v", stream.Err())
+	}
+}
+
+func TestHarnessOutage(t *testing.T) {
+	inst := eventsvctest.Start(t, eventsvctest.Options{})
+	c := events.NewClient(inst.URL, nil)
+	record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, ""))
+	inst.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := c.Record(ctx, connect.NewRequest(&eventsv1.RecordRequest{Events: []*eventsv1.ActionEvent{ev("r", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, "")}}))
+	if err == nil || !events.Retryable(err) {
+		t.Fatalf("during outage: want a retryable error, got %v", err)
+	}
+	inst.Resume()
+	record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, ""))
+	if stored, _ := inst.Store.Counts(); stored != 2 {
+		t.Fatalf("stored %d, want 2", stored)
+	}
+}
