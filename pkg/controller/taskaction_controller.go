@@ -5,14 +5,18 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kevents "k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -163,11 +167,14 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 		applyTransition(st, t, ta.Generation)
 
 	default:
+		requeue = minPositive(requeue, obs.RecheckAfter)
 		t := r.transitionFor(ta, st, obs, now)
-		if changed(ta.Status, *st, t) {
-			st.PluginPhaseVersion = nextVersion(ta.Status, st.Attempts)
-			evs = append(evs, r.event(ta, st, t))
+		if !changed(ta.Status, *st, t) {
+			// Nothing new to report; only bookkeeping (adoption, counters) may be written.
+			break
 		}
+		st.PluginPhaseVersion = nextVersion(ta.Status, st.Attempts)
+		evs = append(evs, r.event(ta, st, t))
 		applyTransition(st, t, ta.Generation)
 		if t.final && t.phase != plugin.PhaseSucceeded && st.PodName != "" && !obs.Finished {
 			// A stuck workload (bad image, config error) would hold its node: stop it.
@@ -176,7 +183,6 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 				return ctrl.Result{}, fmt.Errorf("abort attempt %d: %w", st.Attempts, err)
 			}
 		}
-		requeue = minPositive(requeue, obs.RecheckAfter)
 	}
 	if err := r.report(ctx, ta, evs); err != nil {
 		return ctrl.Result{}, err
@@ -299,7 +305,7 @@ func (r *Reconciler) transitionFor(ta *flytev1.TaskAction, st *flytev1.TaskActio
 // changed says whether t is a transition worth reporting: a new phase, or new
 // details of the same phase.
 func changed(old, st flytev1.TaskActionStatus, t transition) bool {
-	if old.Attempts != st.Attempts || old.PluginPhase != string(t.phase) {
+	if old.Attempts != st.Attempts || old.PluginPhase != string(t.phase) || old.PodName != st.PodName {
 		return true
 	}
 	if c := progressing(old); c != nil && c.Message != t.message && t.message != "" {
@@ -493,20 +499,70 @@ func (r *Reconciler) patchStatus(ctx context.Context, ta *flytev1.TaskAction, st
 	return nil
 }
 
-// patchMeta changes labels or finalizers. The patch carries the resourceVersion
-// so that a concurrent change of the finalizer list is never overwritten.
+// patchMeta changes labels or finalizers with a JSON patch that tests the
+// finalizer list it replaces: a concurrent change of that list fails the patch
+// (and the reconcile retries), while unrelated writes (status, other labels)
+// never conflict with it.
 func (r *Reconciler) patchMeta(ctx context.Context, ta *flytev1.TaskAction, mutate func(*flytev1.TaskAction)) error {
 	base := ta.DeepCopy()
 	mutate(ta)
-	if equality.Semantic.DeepEqual(base.ObjectMeta, ta.ObjectMeta) {
+	ops := metaPatch(base, ta)
+	if len(ops) == 0 {
 		return nil
 	}
-	if err := r.Client.Patch(ctx, ta, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Patch(ctx, ta, client.RawPatch(types.JSONPatchType, raw)); err != nil {
 		ta.ObjectMeta = base.ObjectMeta
 		return err
 	}
 	r.writes.wrote(client.ObjectKeyFromObject(ta), ta.ResourceVersion)
 	return nil
+}
+
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// metaPatch lists the JSON patch operations that turn old's labels and
+// finalizers into new's.
+func metaPatch(old, new *flytev1.TaskAction) []jsonPatchOp {
+	var ops []jsonPatchOp
+	if !equality.Semantic.DeepEqual(old.Finalizers, new.Finalizers) {
+		fins := new.Finalizers
+		if fins == nil {
+			fins = []string{}
+		}
+		if old.Finalizers != nil {
+			ops = append(ops, jsonPatchOp{Op: "test", Path: "/metadata/finalizers", Value: old.Finalizers})
+		}
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/finalizers", Value: fins})
+	}
+	if !equality.Semantic.DeepEqual(old.Labels, new.Labels) {
+		if old.Labels == nil {
+			ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/labels", Value: new.Labels})
+		} else {
+			keys := make([]string, 0, len(new.Labels))
+			for k := range new.Labels {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if v, ok := old.Labels[k]; !ok || v != new.Labels[k] {
+					ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/labels/" + jsonPointerEscape(k), Value: new.Labels[k]})
+				}
+			}
+		}
+	}
+	return ops
+}
+
+func jsonPointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 func (r *Reconciler) warn(ta *flytev1.TaskAction, reason, action, note string) {

@@ -31,6 +31,7 @@ import (
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/container"
 )
 
 // LeaderElectionID is the name of the leader-election Lease.
@@ -61,10 +62,16 @@ type Options struct {
 	SkipNameValidation bool
 }
 
-// Registry returns the built-in plugins.
+// Registry returns the built-in plugins: the container plugin, which also
+// serves every task type no other plugin claims.
 func Registry() (*plugin.Registry, error) {
-	// The container plugin registers here once it lands (pkg/plugin/container).
-	return plugin.NewRegistry(), nil
+	reg := plugin.NewRegistry()
+	c := container.New()
+	if err := reg.Register(c); err != nil {
+		return nil, err
+	}
+	reg.SetDefault(c)
+	return reg, nil
 }
 
 // Setup builds the manager from cfg and restCfg. It does not start it.
