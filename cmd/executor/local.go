@@ -1,0 +1,47 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/taskaction/executor/pkg/local"
+)
+
+// newLocalCommand runs the whole system on this machine, in the foreground.
+func newLocalCommand(g *globalFlags) *cobra.Command {
+	o := local.Options{}
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "Run a local control plane, the events service, the executor and a node that runs pods as local processes",
+		Long: `Run everything on this machine, in the foreground, until Ctrl-C:
+a control plane (etcd and kube-apiserver from bin/k8s, built by ` + "`make envtest`" + `)
+with the CRD and RBAC installed, the events service on SQLite in the data
+directory, the executor, and a node that runs each pod's container command as a
+local process (the image is not used). The kubeconfig is written to
+<data-dir>/kubeconfig. The control plane's state is temporary: each start is a
+fresh cluster; the services' SQLite files stay in the data directory.
+
+With --demo, the samples of config/samples are applied and their progress shown
+until each reached its expected end (exit 0), or the demo timed out (exit 1).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.loadConfig(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			log := zap.New(zap.UseFlagOptions(&g.zap))
+			ctrl.SetLogger(log)
+			o.Config, o.Log, o.Out = cfg, log, cmd.OutOrStdout()
+			return local.Run(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.DataDir, "data-dir", local.DefaultDataDir, "directory for the kubeconfig, the services' SQLite files and the pods' logs")
+	f.BoolVar(&o.Demo, "demo", false, "apply the samples of config/samples, show their progress and exit when they are done")
+	f.DurationVar(&o.DemoTimeout, "demo-timeout", 3*time.Minute, "how long --demo waits for the samples")
+	f.IntVar(&o.MaxPods, "max-pods", 8, "pods whose processes run at once on the local node")
+	return cmd
+}
