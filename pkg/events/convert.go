@@ -79,7 +79,7 @@ func fromTS(t *timestamppb.Timestamp) time.Time {
 // event the service would refuse is refused before it can spoil a batch.
 func ToProto(ev Event) (*eventsv1.ActionEvent, error) {
 	if ev.Attempt < 0 || ev.Version < 0 {
-		return nil, fmt.Errorf("event %s: attempt %d and version %d must not be negative", ev.key(), ev.Attempt, ev.Version)
+		return nil, fmt.Errorf("%w %s: attempt %d and version %d must not be negative", ErrInvalidEvent, ev.key(), ev.Attempt, ev.Version)
 	}
 	p := &eventsv1.ActionEvent{
 		Id: &eventsv1.ActionIdentifier{
@@ -96,12 +96,12 @@ func ToProto(ev Event) (*eventsv1.ActionEvent, error) {
 		PodName:      ev.PodName,
 	}
 	if ev.Phase != "" && p.Phase == eventsv1.Phase_PHASE_UNSPECIFIED {
-		return nil, fmt.Errorf("event %s: unknown phase %q", ev.key(), ev.Phase)
+		return nil, fmt.Errorf("%w %s: unknown phase %q", ErrInvalidEvent, ev.key(), ev.Phase)
 	}
 	if ev.Error != nil {
 		kind, err := kindToProto(ev.Error.Kind)
 		if err != nil {
-			return nil, fmt.Errorf("event %s: %w", ev.key(), err)
+			return nil, fmt.Errorf("%w %s: %w", ErrInvalidEvent, ev.key(), err)
 		}
 		p.Error = &eventsv1.ErrorInfo{Code: ev.Error.Code, Kind: kind, Message: ev.Error.Message}
 	}

@@ -1,0 +1,346 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
+)
+
+func event(run string, i int) events.Event {
+	return events.Event{
+		Project: "p", Domain: "d", Run: run, Action: fmt.Sprintf("a%d", i),
+		Attempt: 1, Phase: events.PhaseRunning, Version: 0,
+		UpdatedAt: time.Unix(1700000000, int64(i)),
+	}
+}
+
+// startBatcher runs b until the test ends and checks that Start returns.
+func startBatcher(t testing.TB, b *events.Batcher) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("batcher: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Errorf("batcher did not stop")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func TestBatcherConcurrentEventsExactlyOnce(t *testing.T) {
+	srv := eventsvctest.Start(t, eventsvctest.Options{})
+	opts := events.BatcherOptions{MaxBatch: 100, MaxDelay: 20 * time.Millisecond, MaxInFlight: 2}
+	b := events.NewBatcher(events.NewClient(srv.URL, nil), opts)
+	startBatcher(t, b)
+
+	const n = 1000
+	errs := make(chan error, n)
+	var start sync.WaitGroup
+	start.Add(1)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			start.Wait()
+			errs <- b.Record(context.Background(), event("run", i))
+		})
+	}
+	start.Done()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("record: %v", err)
+		}
+	}
+	got, err := srv.Store.All(context.Background(), "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, se := range got {
+		seen[se.Event.GetId().GetAction()]++
+	}
+	for i := range n {
+		if c := seen[fmt.Sprintf("a%d", i)]; c != 1 {
+			t.Fatalf("event a%d stored %d times", i, c)
+		}
+	}
+	stored, dups := srv.Store.Counts()
+	sizes := srv.Store.BatchSizes()
+	st := b.Stats()
+	t.Logf("%d events in %d Record calls, sizes %v, stats %+v", n, len(sizes), sizes, st)
+	if stored != n || dups != 0 {
+		t.Errorf("stored %d, duplicates %d: each event must reach the service once", stored, dups)
+	}
+	for _, s := range sizes {
+		if s > opts.MaxBatch {
+			t.Errorf("a batch of %d events is over MaxBatch %d", s, opts.MaxBatch)
+		}
+	}
+	// 1000/100 = 10 full batches at best; allow for batches cut short by the delay.
+	if len(sizes) > 40 {
+		t.Errorf("%d Record calls for %d events: too few events per call", len(sizes), n)
+	}
+	if m := srv.MaxConcurrentRecords(); m > opts.MaxInFlight {
+		t.Errorf("%d Record calls in flight at once, MaxInFlight %d", m, opts.MaxInFlight)
+	}
+	if st.Calls != uint64(len(sizes)) || st.Events != n || st.Retries != 0 {
+		t.Errorf("stats %+v disagree with the service (%d calls)", st, len(sizes))
+	}
+}
+
+func TestBatcherBoundsInFlight(t *testing.T) {
+	// A slow service makes batches pile up behind the in-flight bound.
+	srv := eventsvctest.Start(t, eventsvctest.Options{RecordDelay: 30 * time.Millisecond})
+	opts := events.BatcherOptions{MaxBatch: 10, MaxDelay: time.Millisecond, MaxInFlight: 3}
+	b := events.NewBatcher(events.NewClient(srv.URL, nil), opts)
+	startBatcher(t, b)
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			if err := b.Record(context.Background(), event("run", i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if m := srv.MaxConcurrentRecords(); m > opts.MaxInFlight || m < 2 {
+		t.Errorf("max concurrent Record calls %d, want 2..%d", m, opts.MaxInFlight)
+	}
+	for _, s := range srv.Store.BatchSizes() {
+		if s > opts.MaxBatch {
+			t.Errorf("batch of %d over MaxBatch %d", s, opts.MaxBatch)
+		}
+	}
+}
+
+func TestBatcherErrors(t *testing.T) {
+	noRetry := events.RetryOptions{MaxAttempts: 1}
+	fastRetry := events.RetryOptions{MaxAttempts: 4, InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
+	cases := []struct {
+		name string
+		// breaks the service before the events are recorded
+		fault       func(*eventsvctest.Instance)
+		retry       events.RetryOptions
+		wantErr     bool
+		wantCalls   uint64 // Record attempts by the batcher for the one batch
+		wantStored  int
+		wantRetries uint64
+	}{
+		{"503 without retries fans out to every caller", func(s *eventsvctest.Instance) { s.SetFailing(true) }, noRetry, true, 1, 0, 0},
+		{"503 until retries run out", func(s *eventsvctest.Instance) { s.SetFailing(true) }, fastRetry, true, 4, 0, 3},
+		{"transient 503s are retried", func(s *eventsvctest.Instance) { s.FailNext(2) }, fastRetry, false, 3, 10, 2},
+		{"service down (connection refused) fans out", func(s *eventsvctest.Instance) { s.Stop() }, fastRetry, true, 4, 0, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := eventsvctest.Start(t, eventsvctest.Options{})
+			tc.fault(srv)
+			// A long delay puts all ten events in one batch.
+			b := events.NewBatcher(events.NewClient(srv.URL, nil), events.BatcherOptions{MaxBatch: 10, MaxDelay: time.Second, Retry: tc.retry})
+			startBatcher(t, b)
+			errs := make(chan error, 10)
+			var wg sync.WaitGroup
+			for i := range 10 {
+				wg.Go(func() { errs <- b.Record(context.Background(), event("run", i)) })
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if tc.wantErr != (err != nil) {
+					t.Fatalf("caller got %v, want error: %v", err, tc.wantErr)
+				}
+				if err != nil && !events.Retryable(err) {
+					t.Errorf("an outage must look transient to the caller: %v", err)
+				}
+			}
+			st := b.Stats()
+			if st.Batches != 1 || st.Calls != tc.wantCalls || st.Retries != tc.wantRetries {
+				t.Errorf("stats %+v, want 1 batch, %d calls, %d retries", st, tc.wantCalls, tc.wantRetries)
+			}
+			if stored, _ := srv.Store.Counts(); stored != tc.wantStored {
+				t.Errorf("stored %d, want %d", stored, tc.wantStored)
+			}
+		})
+	}
+}
+
+func TestBatcherRecoversAfterOutage(t *testing.T) {
+	srv := eventsvctest.Start(t, eventsvctest.Options{})
+	b := events.NewBatcher(events.NewClient(srv.URL, nil), events.BatcherOptions{
+		Retry: events.RetryOptions{MaxAttempts: 2, InitialBackoff: time.Millisecond}})
+	startBatcher(t, b)
+	ctx := context.Background()
+	if err := b.Record(ctx, event("run", 1)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if err := b.Record(ctx, event("run", 2)); err == nil {
+		t.Fatal("recorded while the service was down")
+	}
+	srv.Resume()
+	// The reconcile that failed retries the same event; the service stores it once.
+	for _, i := range []int{2, 2, 3} {
+		if err := b.Record(ctx, event("run", i)); err != nil {
+			t.Fatalf("after resume: %v", err)
+		}
+	}
+	if stored, dups := srv.Store.Counts(); stored != 3 || dups != 1 {
+		t.Fatalf("stored %d, duplicates %d; want 3 and 1", stored, dups)
+	}
+}
+
+func TestBatcherCancelledCallerReturnsAtOnce(t *testing.T) {
+	srv := eventsvctest.Start(t, eventsvctest.Options{})
+	release := srv.Hold()
+	defer release()
+	b := events.NewBatcher(events.NewClient(srv.URL, nil), events.BatcherOptions{MaxDelay: time.Millisecond})
+	startBatcher(t, b)
+
+	cases := []struct {
+		name   string
+		cancel func(context.CancelFunc)
+	}{
+		{"already cancelled", func(c context.CancelFunc) { c() }},
+		{"cancelled while its batch is in flight", func(c context.CancelFunc) { time.AfterFunc(50*time.Millisecond, c) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			tc.cancel(cancel)
+			start := time.Now()
+			err := b.Record(ctx, event("run", 1))
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("got %v, want context.Canceled", err)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Fatalf("returned after %v", d)
+			}
+		})
+	}
+	// A caller with a deadline gets DeadlineExceeded, not a wait for the held call.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if err := b.Record(ctx, event("run", 2)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want DeadlineExceeded", err)
+	}
+}
+
+func TestBatcherCancelledBeforeStart(t *testing.T) {
+	// Nothing runs the batcher: a caller must still be able to give up.
+	b := events.NewBatcher(events.NewClient("http://127.0.0.1:1", nil), events.BatcherOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := b.Record(ctx, event("run", 1)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestBatcherQueueBound(t *testing.T) {
+	// Unstarted, the queue fills; the next caller blocks until its context ends.
+	b := events.NewBatcher(events.NewClient("http://127.0.0.1:1", nil), events.BatcherOptions{QueueSize: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() { _ = b.Record(ctx, event("run", i)) })
+	}
+	time.Sleep(20 * time.Millisecond)
+	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancelShort()
+	if err := b.Record(short, event("run", 3)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("full queue: %v", err)
+	}
+	cancel()
+	wg.Wait()
+}
+
+func TestBatcherInvalidEventFailsAlone(t *testing.T) {
+	srv := eventsvctest.Start(t, eventsvctest.Options{})
+	b := events.NewBatcher(events.NewClient(srv.URL, nil), events.BatcherOptions{MaxDelay: 50 * time.Millisecond})
+	startBatcher(t, b)
+	bad := event("run", 0)
+	bad.Attempt = 0
+	var wg sync.WaitGroup
+	var goodErr, badErr error
+	wg.Go(func() { goodErr = b.Record(context.Background(), event("run", 1)) })
+	wg.Go(func() { badErr = b.Record(context.Background(), bad) })
+	wg.Wait()
+	if !errors.Is(badErr, events.ErrInvalidEvent) || events.Retryable(badErr) {
+		t.Errorf("invalid event: %v", badErr)
+	}
+	if goodErr != nil {
+		t.Errorf("a valid event in the same window failed: %v", goodErr)
+	}
+}
+
+func TestBatcherStop(t *testing.T) {
+	srv := eventsvctest.Start(t, eventsvctest.Options{})
+	release := srv.Hold()
+	b := events.NewBatcher(events.NewClient(srv.URL, nil), events.BatcherOptions{MaxDelay: time.Millisecond, MaxInFlight: 1, MaxBatch: 1})
+	stop := startBatcher(t, b)
+	inFlight := make(chan error, 1)
+	go func() { inFlight <- b.Record(context.Background(), event("run", 1)) }()
+	time.Sleep(50 * time.Millisecond) // event 1 is now held in flight
+	queued := make(chan error, 1)
+	go func() { queued <- b.Record(context.Background(), event("run", 2)) }()
+	time.Sleep(50 * time.Millisecond)
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	if err := <-queued; !errors.Is(err, events.ErrStopped) {
+		t.Errorf("queued event: %v, want ErrStopped", err)
+	}
+	release()
+	<-stopped
+	// The in-flight call was allowed to finish, and its caller told the truth.
+	if err := <-inFlight; err != nil {
+		t.Errorf("in-flight event: %v, want nil (it was stored)", err)
+	}
+	if err := b.Record(context.Background(), event("run", 3)); !errors.Is(err, events.ErrStopped) {
+		t.Errorf("after stop: %v", err)
+	}
+	if stored, _ := srv.Store.Counts(); stored != 1 {
+		t.Errorf("stored %d, want 1", stored)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{connect.NewError(connect.CodeUnavailable, errors.New("x")), true},
+		{connect.NewError(connect.CodeDeadlineExceeded, errors.New("x")), true},
+		{connect.NewError(connect.CodeInternal, errors.New("x")), true},
+		{connect.NewError(connect.CodeCanceled, errors.New("broken pipe")), true},
+		{connect.NewError(connect.CodeInvalidArgument, errors.New("x")), false},
+		{connect.NewError(connect.CodeUnimplemented, errors.New("x")), false},
+		{connect.NewError(connect.CodePermissionDenied, errors.New("x")), false},
+		{fmt.Errorf("wrapped: %w", events.ErrInvalidEvent), false},
+		{errors.New("plain transport error"), true},
+	}
+	for _, tc := range cases {
+		if got := events.Retryable(tc.err); got != tc.want {
+			t.Errorf("Retryable(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
