@@ -49,6 +49,7 @@ func newRootCommand() *cobra.Command {
 	config.BindFlags(pf, &d) // values are re-applied onto the loaded file in config.Load
 
 	root.AddCommand(newConfigCommand(g))
+	addEventsCommands(root, g)
 	root.AddCommand(newLocalCommand(g))
 	return root
 }
