@@ -44,7 +44,8 @@ type BatcherOptions struct {
 	// MaxInFlight bounds concurrent Record calls. While all are busy, the next
 	// batch keeps filling up to MaxBatch. Default 4.
 	MaxInFlight int
-	// CallTimeout bounds one Record call attempt. Default 10s.
+	// CallTimeout bounds one Record call attempt. Default 5s, so that with the
+	// default retries a hung service fails a caller within about 20s.
 	CallTimeout time.Duration
 	Retry       RetryOptions
 }
@@ -64,7 +65,7 @@ func (o BatcherOptions) withDefaults() BatcherOptions {
 	defDur(&o.MaxDelay, 10*time.Millisecond)
 	def(&o.QueueSize, 4096)
 	def(&o.MaxInFlight, 4)
-	defDur(&o.CallTimeout, 10*time.Second)
+	defDur(&o.CallTimeout, 5*time.Second)
 	def(&o.Retry.MaxAttempts, 4)
 	defDur(&o.Retry.InitialBackoff, 50*time.Millisecond)
 	defDur(&o.Retry.MaxBackoff, time.Second)
