@@ -423,6 +423,9 @@ func (r *Reconciler) finalize(ctx context.Context, ta *flytev1.TaskAction) (ctrl
 	if err := r.patchMeta(ctx, ta, func(o *flytev1.TaskAction) { controllerutil.RemoveFinalizer(o, Finalizer) }); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
+	// The API server deletes the object now; until the cache says so, any copy
+	// of it is stale (the last write's resourceVersion does not change).
+	r.writes.wrote(client.ObjectKeyFromObject(ta), "deleted")
 	return ctrl.Result{}, nil
 }
 
