@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/eventsvc"
 	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
 )
 
@@ -46,8 +47,23 @@ func startBatcher(t testing.TB, b *events.Batcher) (stop func()) {
 	return stop
 }
 
+// The service on each store: SQLite (the default) and PostgreSQL.
 func TestBatcherConcurrentEventsExactlyOnce(t *testing.T) {
-	srv := eventsvctest.Start(t, eventsvctest.Options{})
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) { testConcurrentExactlyOnce(t, backend) })
+	}
+}
+
+func testConcurrentExactlyOnce(t *testing.T, backend string) {
+	var svcOpts eventsvctest.Options
+	if backend == "postgres" {
+		st, err := eventsvc.OpenPostgres(context.Background(), eventsvctest.StartPostgres(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcOpts.Store = st
+	}
+	srv := eventsvctest.Start(t, svcOpts)
 	opts := events.BatcherOptions{MaxBatch: 100, MaxDelay: 20 * time.Millisecond, MaxInFlight: 2}
 	b := events.NewBatcher(events.NewClient(srv.URL, nil), opts)
 	startBatcher(t, b)
