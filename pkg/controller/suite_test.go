@@ -77,6 +77,7 @@ func testConfig() config.Config {
 	c.DefaultCPU, c.DefaultMemory = "100m", "64Mi"
 	c.Cluster = "test-cluster"
 	c.MaxConcurrentReconciles = 8
+	c.GC.Interval = config.Duration{} // the GC has its own suite; here it would add LISTs to the request counts
 	c.KubeAPIQPS, c.KubeAPIBurst = 1000, 2000
 	return c
 }

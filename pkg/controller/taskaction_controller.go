@@ -26,6 +26,7 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
 )
 
@@ -137,6 +138,7 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 	}
 
 	var evs []events.Event
+	var names []string // phase-history names of the recorded transitions
 	var after []string // pods of finished attempts to delete once the status is persisted
 	switch {
 	case obs.Phase == plugin.PhaseRetryableFailure && obs.Error != nil && obs.Error.Kind == flytev1.ErrorKindSystem:
@@ -147,9 +149,11 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 		failed := transition{phase: plugin.PhaseRetryableFailure, err: obs.Error, at: at(obs, now), message: obs.Error.Message}
 		st.PluginPhaseVersion = nextVersion(ta.Status, st.Attempts)
 		evs = append(evs, r.event(ta, st, failed))
+		names = append(names, historyName(failed))
 		applyTransition(st, failed, ta.Generation)
 		after = append(after, st.PodName)
 		st.Attempts++
+		metrics.Retry()
 		st.PluginPhaseVersion = 0
 		st.PodName = ""
 		st.AttemptStartedAt = nil
@@ -163,6 +167,7 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 		t := r.transitionFor(ta, st, next, now)
 		if t.phase != plugin.PhaseNotStarted {
 			evs = append(evs, r.event(ta, st, t))
+			names = append(names, historyName(t))
 		}
 		applyTransition(st, t, ta.Generation)
 
@@ -175,7 +180,11 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 		}
 		st.PluginPhaseVersion = nextVersion(ta.Status, st.Attempts)
 		evs = append(evs, r.event(ta, st, t))
+		names = append(names, historyName(t))
 		applyTransition(st, t, ta.Generation)
+		if t.final && obs.Finished && !obs.OccurredAt.IsZero() {
+			metrics.ObserveTerminalLatency(now.Sub(obs.OccurredAt))
+		}
 		if t.final && t.phase != plugin.PhaseSucceeded && st.PodName != "" && !obs.Finished {
 			// A stuck workload (bad image, config error) would hold its node: stop it.
 			// A finished one stays for its logs until the TaskAction goes.
@@ -184,10 +193,7 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 			}
 		}
 	}
-	if err := r.report(ctx, ta, evs); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.patchStatus(ctx, ta, st); err != nil {
+	if err := r.persist(ctx, ta, st, evs, names); err != nil {
 		return ctrl.Result{}, err
 	}
 	for _, name := range after {
@@ -278,8 +284,10 @@ func (r *Reconciler) launch(ctx context.Context, st *flytev1.TaskActionStatus, p
 	st.SystemRetryAt = nil
 	t := metav1.NewTime(now)
 	st.AttemptStartedAt = &t
+	metrics.Attempt()
 	if st.StartedAt == nil {
 		st.StartedAt = &t
+		metrics.ObserveLaunchLatency(now.Sub(tc.TaskAction.CreationTimestamp.Time))
 	}
 	return &plugin.Observation{Phase: plugin.PhaseQueued, Message: "pod created", OccurredAt: now}, 0, nil
 }
@@ -336,6 +344,7 @@ func nextVersion(old flytev1.TaskActionStatus, attempt int32) int32 {
 // either relaunches it after a backoff or, past the ceiling, fails the TaskAction.
 func (r *Reconciler) systemFailure(ctx context.Context, ta *flytev1.TaskAction, st *flytev1.TaskActionStatus, p plugin.Plugin, tc plugin.TaskContext, cause *plugin.ExecError, fromPod bool, now time.Time) (ctrl.Result, error) {
 	st.SystemFailures++
+	metrics.SystemFailure(cause.Code)
 	r.warn(ta, EventFailedPluginHandle, "HandlingPlugin", fmt.Sprintf("plugin %q system failure %d of at most %d: [%s] %s", p.ID(), st.SystemFailures, r.Options.MaxSystemFailures, cause.Code, cause.Message))
 	if st.SystemFailures > r.Options.MaxSystemFailures {
 		err := &plugin.ExecError{Code: CodeMaxSystemFailuresExceeded, Kind: flytev1.ErrorKindSystem,
@@ -345,11 +354,9 @@ func (r *Reconciler) systemFailure(ctx context.Context, ta *flytev1.TaskAction, 
 		}
 		t := transition{phase: plugin.PhasePermanentFailure, err: err, message: err.Message, at: now, final: true, reason: flytev1.ReasonPermanentFailure}
 		st.PluginPhaseVersion = nextVersion(ta.Status, st.Attempts)
-		if err := r.report(ctx, ta, []events.Event{r.event(ta, st, t)}); err != nil {
-			return ctrl.Result{}, err
-		}
+		ev := r.event(ta, st, t)
 		applyTransition(st, t, ta.Generation)
-		if err := r.patchStatus(ctx, ta, st); err != nil {
+		if err := r.persist(ctx, ta, st, []events.Event{ev}, []string{historyName(t)}); err != nil {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, r.ensureTerminalMetadata(ctx, ta)
@@ -383,13 +390,12 @@ func (r *Reconciler) failBeforeStart(ctx context.Context, ta *flytev1.TaskAction
 	}
 	t := transition{phase: plugin.PhasePermanentFailure, message: msg, at: r.Clock.Now(), final: true, reason: reason,
 		err: &plugin.ExecError{Code: code, Kind: flytev1.ErrorKindUser, Message: msg}}
+	var evs []events.Event
 	if ta.Spec.Project != "" && ta.Spec.Domain != "" && ta.Spec.RunName != "" && ta.Spec.ActionName != "" {
-		if err := r.report(ctx, ta, []events.Event{r.event(ta, st, t)}); err != nil {
-			return ctrl.Result{}, err
-		}
+		evs = append(evs, r.event(ta, st, t)) // without its identity the service could not store it
 	}
 	applyTransition(st, t, ta.Generation)
-	if err := r.patchStatus(ctx, ta, st); err != nil {
+	if err := r.persist(ctx, ta, st, evs, []string{historyName(t)}); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.ensureTerminalMetadata(ctx, ta)
@@ -416,8 +422,10 @@ func (r *Reconciler) finalize(ctx context.Context, ta *flytev1.TaskAction) (ctrl
 			st.PluginPhaseVersion = nextVersion(ta.Status, attempt)
 			t := transition{phase: plugin.PhasePermanentFailure, message: "the TaskAction was deleted", at: r.Clock.Now(), final: true, reason: flytev1.ReasonAborted}
 			if err := r.report(ctx, ta, []events.Event{r.event(ta, st, t)}); err != nil {
+				metrics.Transition(flytev1.ReasonAborted, metrics.OutcomeError)
 				return ctrl.Result{}, err
 			}
+			metrics.Transition(flytev1.ReasonAborted, metrics.OutcomeOK)
 		}
 	}
 	if err := r.patchMeta(ctx, ta, func(o *flytev1.TaskAction) { controllerutil.RemoveFinalizer(o, Finalizer) }); err != nil && !apierrors.IsNotFound(err) {
@@ -450,6 +458,23 @@ func (r *Reconciler) ensureTerminalMetadata(ctx context.Context, ta *flytev1.Tas
 		}
 		controllerutil.RemoveFinalizer(o, Finalizer)
 	})
+}
+
+// persist reports the events of the transitions, then writes the status that
+// records them: a status never runs ahead of what the events service knows.
+func (r *Reconciler) persist(ctx context.Context, ta *flytev1.TaskAction, st *flytev1.TaskActionStatus, evs []events.Event, names []string) error {
+	err := r.report(ctx, ta, evs)
+	if err == nil {
+		err = r.patchStatus(ctx, ta, st)
+	}
+	outcome := metrics.OutcomeOK
+	if err != nil {
+		outcome = metrics.OutcomeError
+	}
+	for _, n := range names {
+		metrics.Transition(n, outcome)
+	}
+	return err
 }
 
 // report delivers events before the status that records them is written.

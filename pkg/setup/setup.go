@@ -30,6 +30,8 @@ import (
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/gc"
+	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
 )
@@ -79,6 +81,7 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 	restCfg = rest.CopyConfig(restCfg)
 	restCfg.QPS = cfg.KubeAPIQPS
 	restCfg.Burst = cfg.KubeAPIBurst
+	metrics.InstrumentRESTConfig(restCfg)
 
 	tlsOpts := []func(*tls.Config){}
 	if !cfg.EnableHTTP2 {
@@ -129,6 +132,12 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 	}
 	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr)); err != nil {
 		return nil, fmt.Errorf("add ready check: %w", err)
+	}
+	if err := metrics.RegisterPhaseGauge(mgr.GetCache()); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	if err := gc.Add(mgr, cfg.GC); err != nil {
+		return nil, fmt.Errorf("garbage collector: %w", err)
 	}
 	if err := addReconciler(mgr, cfg, opts); err != nil {
 		return nil, err
