@@ -51,6 +51,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newConfigCommand(g))
 	addEventsCommands(root, g)
 	root.AddCommand(newLocalCommand(g))
+	root.AddCommand(newCacheServiceCommand(g))
 	return root
 }
 

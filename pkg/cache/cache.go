@@ -20,10 +20,10 @@ import (
 // entry limit (about 2.7 kB), so a long key fails as INVALID_ARGUMENT rather
 // than as a database error.
 const (
-	MaxKeyPartBytes   = 256  // project, domain, task name, task version
-	MaxCacheKeyBytes  = 1024 // spec.cacheKey: usually a hash, but callers may pass more
-	MaxOwnerBytes     = 512  // <namespace>/<name> is at most 317
-	MaxOutputURIBytes = 4096
+	MaxKeyPartBytes    = 256  // project, domain, task name, task version
+	MaxCacheKeyBytes   = 1024 // spec.cacheKey: usually a hash, but callers may pass more
+	MaxOwnerBytes      = 512  // <namespace>/<name> is at most 317
+	MaxOutputURIBytes  = 4096
 	MaxSourcePartBytes = 512
 )
 
