@@ -41,6 +41,7 @@ until each reached its expected end (exit 0), or the demo timed out (exit 1).`,
 	f := cmd.Flags()
 	f.StringVar(&o.DataDir, "data-dir", local.DefaultDataDir, "directory for the kubeconfig, the services' SQLite files and the pods' logs")
 	f.BoolVar(&o.Demo, "demo", false, "apply the samples of config/samples, show their progress and exit when they are done")
+	f.StringVar(&o.SamplesDir, "samples-dir", "", "TaskActions --demo applies (default config/samples); a file named *fail* must fail after its retries, one with a cacheKey is run twice")
 	f.DurationVar(&o.DemoTimeout, "demo-timeout", 3*time.Minute, "how long --demo waits for the samples")
 	f.IntVar(&o.MaxPods, "max-pods", 8, "pods whose processes run at once on the local node")
 	return cmd

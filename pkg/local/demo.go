@@ -88,11 +88,7 @@ func truncateName(s string, n int) string {
 
 // runDemo applies the samples and shows their progress until each reached
 // its expected end (nil), one ended otherwise, or the timeout.
-func runDemo(ctx context.Context, c client.Client, o Options, node *Node) error {
-	samples, err := LoadSamples(filepath.Join(o.Root, "config", "samples"))
-	if err != nil {
-		return err
-	}
+func runDemo(ctx context.Context, c client.Client, o Options, node *Node, samples []*sample) error {
 	ctx, cancel := context.WithTimeout(ctx, o.DemoTimeout)
 	defer cancel()
 	byName := map[string]*sample{}
@@ -136,7 +132,7 @@ func runDemo(ctx context.Context, c client.Client, o Options, node *Node) error 
 			last = key
 		}
 		switch {
-		case len(bad) > 0:
+		case done && len(bad) > 0:
 			return fmt.Errorf("demo: %s (pod logs under %s)", strings.Join(bad, "; "), filepath.Join(node.DataDir, "pods"))
 		case done:
 			_, _ = fmt.Fprintln(o.Out, "demo: every sample reached its expected end")
@@ -196,23 +192,25 @@ func (s *sample) want() string {
 func (s *sample) check() string {
 	st := s.ta.Status
 	failed := meta.IsStatusConditionTrue(st.Conditions, flytev1.ConditionFailed)
+	var msg string
 	switch {
 	case failed != s.wantFailed:
-		msg := fmt.Sprintf("%s ended %s, expected %s", s.ta.Name, s.phase(), s.want())
-		if c := meta.FindStatusCondition(st.Conditions, flytev1.ConditionFailed); c != nil && c.Message != "" {
-			msg += ": " + c.Message
-		}
-		return msg
+		msg = fmt.Sprintf("%s ended %s, expected %s", s.ta.Name, s.phase(), s.want())
 	case s.attempts > 0 && st.Attempts != s.attempts:
-		return fmt.Sprintf("%s ended after %d attempts, expected %d", s.ta.Name, st.Attempts, s.attempts)
+		msg = fmt.Sprintf("%s ended %s after %d attempts, expected %d", s.ta.Name, s.phase(), st.Attempts, s.attempts)
 	case s.cacheHit && st.CacheStatus != flytev1.CacheHit:
 		return fmt.Sprintf("%s ended with cache status %q, expected HIT (is the cache service running at the cacheServiceURL?)", s.ta.Name, st.CacheStatus)
+	default:
+		return ""
 	}
-	return ""
+	if c := meta.FindStatusCondition(st.Conditions, flytev1.ConditionFailed); failed && c != nil && c.Message != "" {
+		msg += ": " + c.Message
+	}
+	return msg
 }
 
-// demoTable renders the samples; done when all are terminal as expected, bad
-// lists those that ended otherwise.
+// demoTable renders the samples; done when all are terminal, bad lists those
+// that ended otherwise than expected.
 func demoTable(samples []*sample, now time.Time) (table string, done bool, bad []string) {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)

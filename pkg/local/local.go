@@ -58,6 +58,8 @@ type Options struct {
 	Config config.Config
 	// Demo applies the samples and returns once they reached their expected end.
 	Demo bool
+	// SamplesDir holds the demo's TaskActions; default <Root>/config/samples.
+	SamplesDir string
 	// DemoTimeout bounds the demo; default 3m.
 	DemoTimeout time.Duration
 	// Services are run besides the built-in ones (see builtinServices).
@@ -95,6 +97,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	if err := checkWritable(o.DataDir); err != nil {
 		return err
+	}
+	var samples []*sample
+	if o.Demo {
+		if samples, err = LoadSamples(o.SamplesDir); err != nil {
+			return err
+		}
 	}
 	ports := []Service{{Name: "executor metrics", Addr: cfg.MetricsBindAddress}, {Name: "executor probes", Addr: cfg.HealthProbeBindAddress}}
 	if err := checkPorts(append(ports, services...)); err != nil {
@@ -173,7 +181,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		if cerr != nil {
 			result = cerr
 		} else {
-			result = runDemo(runCtx, c, o, node)
+			result = runDemo(runCtx, c, o, node, samples)
 		}
 	} else {
 		select {
@@ -214,6 +222,9 @@ func (o *Options) defaults() error {
 			return err
 		}
 		o.Root = r
+	}
+	if o.SamplesDir == "" {
+		o.SamplesDir = filepath.Join(o.Root, "config", "samples")
 	}
 	return nil
 }

@@ -385,7 +385,7 @@ func TestLoadSamples(t *testing.T) {
 	}
 	done(got["cached-again"], flytev1.ConditionSucceeded, flytev1.ReasonCompleted, 1, flytev1.CacheMiss)
 	done(got["exit-3"], flytev1.ConditionFailed, flytev1.ReasonPermanentFailure, 1, "")
-	if _, _, bad := demoTable(samples, now); len(bad) != 2 {
+	if _, finished, bad := demoTable(samples, now); !finished || len(bad) != 2 {
 		t.Errorf("a miss and too few attempts: bad = %q", bad)
 	}
 }

@@ -123,10 +123,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// runToEnd runs the binary, which must exit within a minute.
+// runToEnd runs the binary, which must exit within 4 minutes.
 func runToEnd(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = root
@@ -423,4 +423,76 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// writeSamples copies config/samples into a directory, filling in the fields
+// the executor requires when a sample lacks them, and leaving out the cached
+// sample unless withCache.
+func writeSamples(t *testing.T, withCache bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "flyte_v1_taskaction_*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples: %v", err)
+	}
+	for _, f := range files {
+		ta := loadSample(t, filepath.Base(f))
+		if ta.Spec.CacheKey != "" && !withCache {
+			continue
+		}
+		if ta.Spec.InputURI == "" || ta.Spec.RunOutputBase == "" {
+			t.Logf("%s lacks inputUri or runOutputBase, which the executor requires: filled in here", filepath.Base(f))
+			ta.Spec.InputURI = "s3://my-bucket/sample-run/" + ta.Name + "/inputs.pb"
+			ta.Spec.RunOutputBase = "s3://my-bucket/sample-run/"
+		}
+		b, err := yaml.Marshal(ta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestDemo runs --demo to its end: a success, and a failure after all its
+// retries; exit 0 only when both ended as expected.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane: not in -short")
+	}
+	samples := writeSamples(t, false)
+	args := append([]string{"local", "--demo", "--demo-timeout", "2m", "--samples-dir", samples, "--data-dir", t.TempDir()}, newPorts(t).args()...)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Dir = root
+	cmd.Env = childEnv()
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	out := stdout.String()
+	if err != nil {
+		t.Fatalf("demo: %v\nstdout:\n%s\nstderr (last 4KiB):\n%s", err, out, tail(stderr.String(), 4096))
+	}
+	for _, want := range []string{"NAME", "PHASE", "ATTEMPT", "AGE", "hello", "Succeeded/Completed", "exit-3", "Failed/PermanentFailure",
+		"demo: every sample reached its expected end", "executor local: stopping"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in the output:\n%s", want, out)
+		}
+	}
+}
+
+// TestDemoSamples runs --demo on config/samples as they are, cached task
+// included: what `make local --demo` shows a user.
+func TestDemoSamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane: not in -short")
+	}
+	args := append([]string{"local", "--demo", "--demo-timeout", "2m", "--data-dir", t.TempDir()}, newPorts(t).args()...)
+	out, code := runToEnd(t, nil, args...)
+	if code != 0 {
+		t.Errorf("demo on config/samples: exit %d\n%s", code, tail(out, 4096))
+	}
 }
