@@ -14,7 +14,7 @@ import (
 // runToSuccess creates n TaskActions, plays the kubelet for their pods
 // (Running, then Succeeded) and returns the executor's API requests per
 // TaskAction by "VERB resource code".
-func runToSuccess(t *testing.T, n int) map[string]float64 {
+func runToSuccess(t testing.TB, n int) map[string]float64 {
 	ns := namespace(t)
 	before := counter.snapshot()
 	for i := 0; i < n; i++ {
@@ -81,4 +81,25 @@ func TestAPIRequestsPerTaskAction(t *testing.T) {
 	if reads > 0.5 {
 		t.Errorf("%.2f reads per TaskAction: reconciles should read from the cache", reads)
 	}
+}
+
+// BenchmarkTaskActionLifecycle drives b.N TaskActions from creation to
+// Succeeded against the real API server and reports the executor's API
+// requests per TaskAction. Run: make bench-controller.
+func BenchmarkTaskActionLifecycle(b *testing.B) {
+	n := max(b.N, 10)
+	b.ResetTimer()
+	per := runToSuccess(b, n)
+	b.StopTimer()
+	reads, writes := 0.0, 0.0
+	for k, v := range per {
+		if strings.HasPrefix(k, "GET") || strings.HasPrefix(k, "LIST") {
+			reads += v
+		} else {
+			writes += v
+		}
+	}
+	b.ReportMetric(reads, "reads/taskaction")
+	b.ReportMetric(writes, "writes/taskaction")
+	b.ReportMetric(per["PATCH taskactions/status 200"], "status-patches/taskaction")
 }

@@ -181,7 +181,7 @@ func (c *requestCounter) snapshot() map[string]int {
 var nsSeq atomic.Int64
 
 // namespace creates a fresh namespace for one test.
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	name := fmt.Sprintf("t%d-%d", time.Now().UnixNano()%100000, nsSeq.Add(1))
 	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
@@ -208,7 +208,7 @@ func validTaskAction(ns, name string) *flytev1.TaskAction {
 	}
 }
 
-func create(t *testing.T, ta *flytev1.TaskAction) *flytev1.TaskAction {
+func create(t testing.TB, ta *flytev1.TaskAction) *flytev1.TaskAction {
 	t.Helper()
 	if err := k8s.Create(context.Background(), ta); err != nil {
 		t.Fatalf("create TaskAction: %v", err)
@@ -216,7 +216,7 @@ func create(t *testing.T, ta *flytev1.TaskAction) *flytev1.TaskAction {
 	return ta
 }
 
-func get(t *testing.T, ns, name string) *flytev1.TaskAction {
+func get(t testing.TB, ns, name string) *flytev1.TaskAction {
 	t.Helper()
 	ta := &flytev1.TaskAction{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ta); err != nil {
@@ -226,7 +226,7 @@ func get(t *testing.T, ns, name string) *flytev1.TaskAction {
 }
 
 // eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -237,7 +237,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-func waitReason(t *testing.T, ns, name, condType, reason string) *flytev1.TaskAction {
+func waitReason(t testing.TB, ns, name, condType, reason string) *flytev1.TaskAction {
 	t.Helper()
 	var ta *flytev1.TaskAction
 	eventually(t, 20*time.Second, fmt.Sprintf("%s/%s %s reason %s", ns, name, condType, reason), func() bool {
@@ -248,7 +248,7 @@ func waitReason(t *testing.T, ns, name, condType, reason string) *flytev1.TaskAc
 	return ta
 }
 
-func waitPod(t *testing.T, ns, name string) *corev1.Pod {
+func waitPod(t testing.TB, ns, name string) *corev1.Pod {
 	t.Helper()
 	pod := &corev1.Pod{}
 	eventually(t, 20*time.Second, "pod "+ns+"/"+name, func() bool {
@@ -257,7 +257,7 @@ func waitPod(t *testing.T, ns, name string) *corev1.Pod {
 	return pod
 }
 
-func waitPodGone(t *testing.T, ns, name string) {
+func waitPodGone(t testing.TB, ns, name string) {
 	t.Helper()
 	eventually(t, 20*time.Second, "pod "+ns+"/"+name+" to be deleted", func() bool {
 		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{})
@@ -265,7 +265,7 @@ func waitPodGone(t *testing.T, ns, name string) {
 	})
 }
 
-func pods(t *testing.T, ns string) []corev1.Pod {
+func pods(t testing.TB, ns string) []corev1.Pod {
 	t.Helper()
 	l := &corev1.PodList{}
 	if err := k8s.List(context.Background(), l, client.InNamespace(ns)); err != nil {
@@ -275,7 +275,7 @@ func pods(t *testing.T, ns string) []corev1.Pod {
 }
 
 // setPodStatus plays the kubelet: it writes the pod's status.
-func setPodStatus(t *testing.T, pod *corev1.Pod, mutate func(*corev1.PodStatus)) {
+func setPodStatus(t testing.TB, pod *corev1.Pod, mutate func(*corev1.PodStatus)) {
 	t.Helper()
 	for i := 0; ; i++ {
 		cur := &corev1.Pod{}

@@ -185,9 +185,10 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 		if t.final && obs.Finished && !obs.OccurredAt.IsZero() {
 			metrics.ObserveTerminalLatency(now.Sub(obs.OccurredAt))
 		}
-		if t.final && t.phase != plugin.PhaseSucceeded && st.PodName != "" && !obs.Finished {
-			// A stuck workload (bad image, config error) would hold its node: stop it.
-			// A finished one stays for its logs until the TaskAction goes.
+		if t.final && st.PodName != "" && !obs.Finished {
+			// A stuck workload (bad image, config error) or sidecars outliving a
+			// successful primary container would hold the node: stop it. A finished
+			// pod stays for its logs until the TaskAction goes.
 			if err := p.Abort(ctx, r.Client, tc); err != nil {
 				return ctrl.Result{}, fmt.Errorf("abort attempt %d: %w", st.Attempts, err)
 			}
