@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -395,6 +396,45 @@ type controlPlane struct {
 	kubeconfig []byte
 	logs       *os.File
 	rbac       []string
+	scraper    bool // the metrics-scraper ServiceAccount exists
+}
+
+// metricsReaderRole is the ClusterRole a metrics scraper needs (config/rbac).
+const metricsReaderRole = "metrics-reader"
+
+// scraperSA is a ServiceAccount allowed to read the executor's metrics, so
+// that `kubectl create token` gives a bearer token the metrics server accepts.
+const scraperSA = "metrics-scraper"
+
+func addScraper(cfg *rest.Config) error {
+	c, err := client.New(cfg, client.Options{Scheme: setup.Scheme()})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: scraperSA, Namespace: "default"}}
+	if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ServiceAccount %s: %w", scraperSA, err)
+	}
+	b := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "executor-local-" + scraperSA},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsReaderRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: scraperSA, Namespace: "default"}},
+	}
+	if err := c.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("bind ServiceAccount %s: %w", scraperSA, err)
+	}
+	return nil
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 // startControlPlane starts etcd and kube-apiserver (their state in temporary
@@ -444,6 +484,12 @@ func startControlPlane(o Options, assets string) (_ *controlPlane, err error) {
 		return nil, err
 	}
 	cp.rbac = roles
+	if contains(roles, metricsReaderRole) {
+		if err := addScraper(cp.admin); err != nil {
+			return nil, err
+		}
+		cp.scraper = true
+	}
 	if len(roles) == 0 {
 		// Nothing to bind: run as admin rather than with no rights at all.
 		cp.executor = cp.admin
@@ -521,6 +567,9 @@ func (o Options) printReady(cp *controlPlane, kubeconfig string, services []Serv
 			scheme = "https"
 		}
 		p("  executor metrics: %s://%s/metrics", scheme, a)
+		if o.Config.MetricsSecure && cp.scraper {
+			p("    curl -k -H \"Authorization: Bearer $(kubectl create token %s)\" %s://%s/metrics", scraperSA, scheme, a)
+		}
 	}
 	if a := o.Config.HealthProbeBindAddress; a != "0" && a != "" {
 		p("  executor probes: http://%s/healthz and /readyz", a)

@@ -7,10 +7,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -258,6 +261,21 @@ func TestLocal(t *testing.T) {
 		t.Errorf("expected etcd and kube-apiserver below the executor, found %v", descendantsBefore)
 	}
 
+	// Probes, and metrics behind TokenReview/SubjectAccessReview done as the executor's own user.
+	if code := httpGet(t, "http://127.0.0.1:"+p.probes+"/readyz", ""); code != 200 {
+		t.Errorf("readyz: %d", code)
+	}
+	tok, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, "metrics-scraper", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token of metrics-scraper: %v", err)
+	}
+	if code := httpGet(t, "https://127.0.0.1:"+p.metrics+"/metrics", tok.Status.Token); code != 200 {
+		t.Errorf("metrics with the scraper's token: %d", code)
+	}
+	if code := httpGet(t, "https://127.0.0.1:"+p.metrics+"/metrics", ""); code != 401 {
+		t.Errorf("metrics without a token: %d, want 401", code)
+	}
+
 	ta := loadSample(t, "flyte_v1_taskaction_success.yaml")
 	// The executor rejects a TaskAction without these (InvalidSpec); if the
 	// sample lacks them, this test is about executor local, not the sample.
@@ -324,6 +342,26 @@ func TestLocal(t *testing.T) {
 			t.Errorf("process %d (%s) is still running after executor local stopped", pid, cmdline(pid))
 		}
 	}
+}
+
+func httpGet(t *testing.T, url, token string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	// The metrics certificate is self-signed.
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Errorf("GET %s: %v", url, err)
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }
 
 func loadSample(t *testing.T, name string) *flytev1.TaskAction {
