@@ -38,6 +38,11 @@ type BatcherOptions struct {
 	// the batch may go out. Default 10ms: a reconcile waits about this plus
 	// one RPC for its acknowledgement.
 	MaxDelay time.Duration
+	// MaxIdle lets a batch go out before MaxDelay once no event has arrived
+	// for this long: when callers come in bursts (64 reconciles acknowledged
+	// together send their next events together) nobody waits out MaxDelay.
+	// Default 2ms; negative: wait for MaxDelay or MaxBatch only.
+	MaxIdle time.Duration
 	// QueueSize bounds events accepted but not yet in a batch; Record blocks
 	// (until its context is done) when the queue is full. Default 4096.
 	QueueSize int
@@ -63,6 +68,9 @@ func (o BatcherOptions) withDefaults() BatcherOptions {
 	}
 	def(&o.MaxBatch, 200)
 	defDur(&o.MaxDelay, 10*time.Millisecond)
+	if o.MaxIdle == 0 {
+		o.MaxIdle = 2 * time.Millisecond
+	}
 	def(&o.QueueSize, 4096)
 	def(&o.MaxInFlight, 4)
 	defDur(&o.CallTimeout, 5*time.Second)
@@ -192,9 +200,12 @@ func (b *Batcher) Start(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	defer idle.Stop()
 
 	var batch []*pending
-	var timerC <-chan time.Time
+	var timerC, idleC <-chan time.Time
 	ready := false
 loop:
 	for {
@@ -215,12 +226,19 @@ loop:
 				timer.Reset(b.opts.MaxDelay)
 				timerC = timer.C
 			}
+			if b.opts.MaxIdle > 0 && !ready {
+				idle.Reset(b.opts.MaxIdle)
+				idleC = idle.C
+			}
 		case <-timerC:
-			ready, timerC = true, nil
+			ready, timerC, idleC = true, nil, nil
+		case <-idleC:
+			ready, timerC, idleC = true, nil, nil
 		case semC <- struct{}{}:
 			out := batch
-			batch, ready, timerC = nil, false, nil
+			batch, ready, timerC, idleC = nil, false, nil, nil
 			timer.Stop()
+			idle.Stop()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -172,7 +172,7 @@ func TestBatcherErrors(t *testing.T) {
 			srv := eventsvctest.Start(t, eventsvctest.Options{})
 			tc.fault(srv)
 			// A long delay puts all ten events in one batch.
-			b := events.NewBatcher(events.NewClient(srv.URL, nil), events.BatcherOptions{MaxBatch: 10, MaxDelay: time.Second, Retry: tc.retry})
+			b := events.NewBatcher(events.NewClient(srv.URL, nil), events.BatcherOptions{MaxBatch: 10, MaxDelay: time.Second, MaxIdle: -1, Retry: tc.retry})
 			startBatcher(t, b)
 			errs := make(chan error, 10)
 			var wg sync.WaitGroup
@@ -358,5 +358,31 @@ func TestRetryable(t *testing.T) {
 		if got := events.Retryable(tc.err); got != tc.want {
 			t.Errorf("Retryable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+func TestBatcherDelay(t *testing.T) {
+	srv := eventsvctest.Start(t, eventsvctest.Options{})
+	cases := []struct {
+		name     string
+		opts     events.BatcherOptions
+		min, max time.Duration
+	}{
+		{"a lone event goes once the queue is idle", events.BatcherOptions{MaxDelay: time.Second, MaxIdle: 5 * time.Millisecond}, 0, 500 * time.Millisecond},
+		{"without MaxIdle it waits out MaxDelay", events.BatcherOptions{MaxDelay: 300 * time.Millisecond, MaxIdle: -1}, 300 * time.Millisecond, 5 * time.Second},
+		{"a full batch does not wait", events.BatcherOptions{MaxBatch: 1, MaxDelay: time.Second, MaxIdle: -1}, 0, 500 * time.Millisecond},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := events.NewBatcher(events.NewClient(srv.URL, nil), tc.opts)
+			startBatcher(t, b)
+			start := time.Now()
+			if err := b.Record(context.Background(), event(fmt.Sprintf("delay-%d", i), 1)); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d < tc.min || d > tc.max {
+				t.Errorf("acknowledged after %v, want %v..%v", d, tc.min, tc.max)
+			}
+		})
 	}
 }
