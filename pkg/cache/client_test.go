@@ -24,10 +24,13 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // an opener of a store per subtest. Subtests use keys of their own (keyFor),
 // so PostgreSQL's one server and database need no truncation between them.
 var backends = []struct {
-	name  string
-	setup func(bt *testing.T) func(t *testing.T) cachesvc.Store
+	name string
+	// replicas: how many services share the database in the race tests;
+	// several replicas may share a PostgreSQL database, never a SQLite file.
+	replicas int
+	setup    func(bt *testing.T) func(t *testing.T) cachesvc.Store
 }{
-	{"sqlite", func(*testing.T) func(t *testing.T) cachesvc.Store {
+	{"sqlite", 1, func(*testing.T) func(t *testing.T) cachesvc.Store {
 		return func(t *testing.T) cachesvc.Store {
 			s, err := cachesvc.OpenSQLite(context.Background(), t.TempDir())
 			if err != nil {
@@ -37,7 +40,7 @@ var backends = []struct {
 			return s
 		}
 	}},
-	{"postgres", func(bt *testing.T) func(t *testing.T) cachesvc.Store {
+	{"postgres", 2, func(bt *testing.T) func(t *testing.T) cachesvc.Store {
 		dsn := cachesvctest.StartPostgres(bt)
 		return func(t *testing.T) cachesvc.Store { return cachesvctest.OpenPostgres(t, dsn) }
 	}},
@@ -62,8 +65,8 @@ func TestClientAgainstService(t *testing.T) {
 			t.Run("max age", func(t *testing.T) { testMaxAge(t, open) })
 			t.Run("reservations", func(t *testing.T) { testReservations(t, open) })
 			t.Run("heartbeat clamp", func(t *testing.T) { testHeartbeatClamp(t, open) })
-			t.Run("reservation race", func(t *testing.T) { testReservationRace(t, open) })
-			t.Run("put race", func(t *testing.T) { testPutRace(t, open) })
+			t.Run("reservation race", func(t *testing.T) { testReservationRace(t, replicas(t, open, b.replicas)) })
+			t.Run("put race", func(t *testing.T) { testPutRace(t, replicas(t, open, b.replicas)) })
 			t.Run("invalid requests", func(t *testing.T) { testInvalid(t, open) })
 		})
 	}
@@ -374,28 +377,19 @@ func testHeartbeatClamp(t *testing.T, open func(*testing.T) cachesvc.Store) {
 	}
 }
 
-// replicas serves one store through one or (PostgreSQL, where several
-// replicas may share a database) two services, each with its own client.
-func replicas(t *testing.T, open func(*testing.T) cachesvc.Store) []cache.Client {
-	st := open(t)
-	n := 1
-	if strings.HasPrefix(t.Name(), "TestClientAgainstService/postgres") {
-		n = 2
-	}
+// replicas serves the database through n services, each with its own store
+// (connection pool) and client, as n replicas would.
+func replicas(t *testing.T, open func(*testing.T) cachesvc.Store, n int) []cache.Client {
 	var out []cache.Client
 	for range n {
-		s := st
-		if n > 1 {
-			s = open(t) // another pool, as another replica would have
-		}
+		s := open(t)
 		out = append(out, cache.NewClient(cachesvctest.Start(t, cachesvctest.Options{Store: s}).URL, nil, cache.WithTimeout(10*time.Second)))
 	}
 	return out
 }
 
-func testReservationRace(t *testing.T, open func(*testing.T) cachesvc.Store) {
+func testReservationRace(t *testing.T, clients []cache.Client) {
 	ctx := context.Background()
-	clients := replicas(t, open)
 	const rounds, racers = 15, 8
 	for round := range rounds {
 		key := keyFor(t, fmt.Sprintf("round-%d", round))
@@ -429,9 +423,8 @@ func testReservationRace(t *testing.T, open func(*testing.T) cachesvc.Store) {
 	}
 }
 
-func testPutRace(t *testing.T, open func(*testing.T) cachesvc.Store) {
+func testPutRace(t *testing.T, clients []cache.Client) {
 	ctx := context.Background()
-	clients := replicas(t, open)
 	const rounds, racers = 15, 8
 	for round := range rounds {
 		key := keyFor(t, fmt.Sprintf("round-%d", round))
