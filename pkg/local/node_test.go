@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 )
 
 // startNode starts a control plane and a Node on it, both stopped at the end of the test.
-func startNode(t *testing.T) (*Node, kubernetes.Interface) {
+func startNode(t *testing.T, opts ...func(*Node)) (*Node, kubernetes.Interface) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("envtest: not in -short")
@@ -37,20 +38,37 @@ func startNode(t *testing.T) (*Node, kubernetes.Interface) {
 	})
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	n := &Node{Config: env.Config, DataDir: t.TempDir(), MaxGrace: 2 * time.Second, Heartbeat: time.Second, Log: testr.New(t)}
+	for _, o := range opts {
+		o(n)
+	}
+	stops[n] = runNode(t, n)
+	return n, cs
+}
+
+// stops are the stop functions of the nodes startNode started (tests are not parallel).
+var stops = map[*Node]func(){}
+
+// runNode starts n until the end of the test, or until the returned stop.
+func runNode(t *testing.T, n *Node) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("node: %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("node: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("node did not stop")
 			}
-		case <-time.After(30 * time.Second):
-			t.Error("node did not stop")
-		}
-	})
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case <-n.Ready():
 	case err := <-done:
@@ -58,7 +76,7 @@ func startNode(t *testing.T) (*Node, kubernetes.Interface) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("node not ready")
 	}
-	return n, cs
+	return stop
 }
 
 func managedPod(name string, script string, env ...corev1.EnvVar) *corev1.Pod {
@@ -274,4 +292,53 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// With MaxPods 1 a second pod waits for the first; a node that restarts
+// reports the pod whose process it lost as failed instead of leaving it Running.
+func TestNodeBoundsPodsAndReportsLostOnes(t *testing.T) {
+	n, cs := startNode(t, func(n *Node) { n.MaxPods = 1 })
+	ctx := context.Background()
+	for _, p := range []*corev1.Pod{managedPod("first", "sleep 300"), managedPod("second", "echo second")} {
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if p.Name == "first" {
+			waitPod(t, cs, "first", "Running", func(p *corev1.Pod, err error) bool { return err == nil && p.Status.Phase == corev1.PodRunning })
+		}
+	}
+	// Bound, but no slot: still Pending after a while.
+	waitPod(t, cs, "second", "bound", func(p *corev1.Pod, err error) bool { return err == nil && p.Spec.NodeName == DefaultNodeName })
+	time.Sleep(time.Second)
+	if p, err := cs.CoreV1().Pods("default").Get(ctx, "second", metav1.GetOptions{}); err != nil || p.Status.Phase != corev1.PodPending {
+		t.Fatalf("second pod ran beside the first with MaxPods 1: %v %s", err, p.Status.Phase)
+	}
+	zero := int64(0)
+	if err := cs.CoreV1().Pods("default").Delete(ctx, "first", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitPod(t, cs, "second", "ended", terminal); got.Status.Phase != corev1.PodSucceeded {
+		t.Errorf("second: %s", got.Status.Phase)
+	}
+
+	// A restart of the node: the running pod's process dies with the old node.
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, managedPod("orphan", "sleep 300"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, cs, "orphan", "Running", func(p *corev1.Pod, err error) bool { return err == nil && p.Status.Phase == corev1.PodRunning })
+	stop := runNodeAgain(t, n)
+	defer stop()
+	got := waitPod(t, cs, "orphan", "ended", terminal)
+	if term := got.Status.ContainerStatuses[0].State.Terminated; got.Status.Phase != corev1.PodFailed || term == nil || term.ExitCode != 137 {
+		t.Errorf("orphan: %s %+v", got.Status.Phase, term)
+	}
+}
+
+// runNodeAgain stops the node started by startNode and starts a fresh one
+// with the same settings on the same control plane.
+func runNodeAgain(t *testing.T, old *Node) func() {
+	t.Helper()
+	stops[old]()
+	n := &Node{Config: old.Config, DataDir: old.DataDir, MaxPods: old.MaxPods, MaxGrace: old.MaxGrace, Heartbeat: old.Heartbeat, Log: old.Log}
+	return runNode(t, n)
 }
