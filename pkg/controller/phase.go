@@ -47,6 +47,8 @@ type transition struct {
 	// final marks the TaskAction's last transition; reason is its condition reason.
 	final  bool
 	reason string
+	// outputURI overrides where the event says the outputs are (a cache hit).
+	outputURI string
 }
 
 // eventPhase maps a transition to the phase an event reports.

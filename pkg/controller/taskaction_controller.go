@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
@@ -55,6 +56,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	Registry  *plugin.Registry
 	Recorder  events.Recorder
+	// Cache is the task-output cache; nil disables it.
+	Cache cache.Client
 	// KubeEvents emits Kubernetes Events; may be nil.
 	KubeEvents kevents.EventRecorder
 	Options    Options
@@ -125,6 +128,11 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 		return ctrl.Result{RequeueAfter: st.SystemRetryAt.Sub(now)}, nil
 	}
 	tc := r.taskContext(ta, st.Attempts)
+	if st.PodName == "" {
+		if res, err := r.cacheBeforeLaunch(ctx, ta, st, now); res != nil || err != nil {
+			return ptrResult(res), err
+		}
+	}
 
 	obs, requeue, err := r.observe(ctx, ta, st, p, tc, now)
 	if err != nil {
@@ -174,6 +182,14 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 	default:
 		requeue = minPositive(requeue, obs.RecheckAfter)
 		t := r.transitionFor(ta, st, obs, now)
+		switch {
+		case t.final && t.phase == plugin.PhaseSucceeded:
+			r.cacheAfterSuccess(ctx, ta, st, &t)
+		case t.final:
+			r.releaseReservation(ctx, ta)
+		default:
+			requeue = minPositive(requeue, r.heartbeat(ctx, ta, st))
+		}
 		if !changed(ta.Status, *st, t) {
 			// Nothing new to report; only bookkeeping (adoption, counters) may be written.
 			break
@@ -353,6 +369,7 @@ func (r *Reconciler) systemFailure(ctx context.Context, ta *flytev1.TaskAction, 
 		if err := p.Abort(ctx, r.Client, tc); err != nil {
 			return ctrl.Result{}, fmt.Errorf("abort attempt %d: %w", st.Attempts, err)
 		}
+		r.releaseReservation(ctx, ta)
 		t := transition{phase: plugin.PhasePermanentFailure, err: err, message: err.Message, at: now, final: true, reason: flytev1.ReasonPermanentFailure}
 		st.PluginPhaseVersion = nextVersion(ta.Status, st.Attempts)
 		ev := r.event(ta, st, t)
@@ -418,6 +435,7 @@ func (r *Reconciler) finalize(ctx context.Context, ta *flytev1.TaskAction) (ctrl
 			if err := p.Finalize(ctx, r.Client, tc); err != nil {
 				return ctrl.Result{}, fmt.Errorf("finalize on delete: %w", err)
 			}
+			r.releaseReservation(ctx, ta)
 			st := ta.Status.DeepCopy()
 			st.Attempts = attempt
 			st.PluginPhaseVersion = nextVersion(ta.Status, attempt)
@@ -503,6 +521,9 @@ func (r *Reconciler) event(ta *flytev1.TaskAction, st *flytev1.TaskActionStatus,
 	if ta.Spec.RunOutputBase != "" {
 		prefix := outputPrefix(ta, st.Attempts)
 		ev.OutputURI, ev.ReportURI = prefix+"/outputs.pb", prefix+"/report.html"
+	}
+	if t.outputURI != "" {
+		ev.OutputURI = t.outputURI
 	}
 	if t.err != nil {
 		ev.Error = &events.ErrorInfo{Code: t.err.Code, Kind: string(t.err.Kind), Message: t.err.Message}
@@ -629,6 +650,13 @@ func at(obs *plugin.Observation, now time.Time) time.Time {
 		return now
 	}
 	return obs.OccurredAt
+}
+
+func ptrResult(r *ctrl.Result) ctrl.Result {
+	if r == nil {
+		return ctrl.Result{}
+	}
+	return *r
 }
 
 func minPositive(a, b time.Duration) time.Duration {

@@ -17,7 +17,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
@@ -60,6 +61,11 @@ type Options struct {
 	// Registry replaces the built-in plugins; nil means the container plugin,
 	// also serving every task type no plugin claims.
 	Registry *plugin.Registry
+	// Cache replaces the cache-service client (tests); nil means the client
+	// of cfg.CacheServiceURL.
+	Cache cache.Client
+	// Namespaces, if set, limits the executor to these namespaces.
+	Namespaces []string
 	// SkipNameValidation lets tests start several managers in one process.
 	SkipNameValidation bool
 }
@@ -120,7 +126,7 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 		LeaderElectionNamespace:       leaderElectionNamespace(cfg),
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer:                 webhook.NewServer(webhookOpts),
-		Cache:                         CacheOptions(),
+		Cache:                         CacheOptions(opts.Namespaces...),
 		Controller:                    crconfig.Controller{SkipNameValidation: &opts.SkipNameValidation},
 	})
 	if err != nil {
@@ -161,7 +167,12 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
 		}
 		rec = b
 	}
+	cc := opts.Cache
+	if cc == nil {
+		cc = cache.NewClient(cfg.CacheServiceURL, cache.DefaultHTTPClient())
+	}
 	r := &controller.Reconciler{
+		Cache:      cc,
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
 		Registry:   reg,
@@ -186,13 +197,21 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
 	return nil
 }
 
-// CacheOptions scope the informer cache: only the pods the executor manages.
-func CacheOptions() cache.Options {
-	return cache.Options{
-		ByObject: map[client.Object]cache.ByObject{
+// CacheOptions scope the informer cache: only the pods the executor manages,
+// and only the given namespaces (all when none).
+func CacheOptions(namespaces ...string) crcache.Options {
+	o := crcache.Options{
+		ByObject: map[client.Object]crcache.ByObject{
 			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{ManagedLabel: "true"})},
 		},
 	}
+	if len(namespaces) > 0 {
+		o.DefaultNamespaces = map[string]crcache.Config{}
+		for _, ns := range namespaces {
+			o.DefaultNamespaces[ns] = crcache.Config{}
+		}
+	}
+	return o
 }
 
 // cacheSynced reports ready once the informer cache has synced, so that a new
