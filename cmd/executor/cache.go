@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,11 +45,11 @@ func newCacheServiceCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("cache service: %w", err)
 			}
-			backend := "sqlite"
 			if dsn != "" {
-				backend = "postgres"
+				log.Info("cache store open", "backend", "postgres")
+			} else {
+				log.Info("cache store open", "backend", "sqlite", "file", filepath.Join(dataDir, cachesvc.SQLiteFile))
 			}
-			log.Info("cache store open", "backend", backend, "dataDir", dataDir)
 			srv := cachesvc.NewServer(store, cachesvc.ServerOptions{Listen: listen, Log: log, MaxAge: maxAge, ShutdownTimeout: shutdown})
 			return errors.Join(srv.Run(ctx), store.Close())
 		},
