@@ -19,6 +19,9 @@ import (
 // whose events were still queued when it stopped.
 var ErrStopped = errors.New("events batcher stopped")
 
+// MaxBatchLimit is the most events the events service takes in one Record call.
+const MaxBatchLimit = 5000
+
 // RetryOptions bound the retries of one batch's Record call on transient errors.
 type RetryOptions struct {
 	// MaxAttempts counts the first call; 1 disables retries. Default 4.
@@ -32,7 +35,7 @@ type RetryOptions struct {
 
 // BatcherOptions bound the Batcher. Zero values take the defaults.
 type BatcherOptions struct {
-	// MaxBatch is the most events in one Record call. Default 200.
+	// MaxBatch is the most events in one Record call. Default 200, at most MaxBatchLimit.
 	MaxBatch int
 	// MaxDelay is how long the first event of a batch waits for others before
 	// the batch may go out. Default 10ms: a reconcile waits about this plus
@@ -67,6 +70,7 @@ func (o BatcherOptions) withDefaults() BatcherOptions {
 		}
 	}
 	def(&o.MaxBatch, 200)
+	o.MaxBatch = min(o.MaxBatch, MaxBatchLimit)
 	defDur(&o.MaxDelay, 10*time.Millisecond)
 	if o.MaxIdle == 0 {
 		o.MaxIdle = 2 * time.Millisecond

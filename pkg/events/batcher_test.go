@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/eventsvc"
@@ -384,5 +385,30 @@ func TestBatcherDelay(t *testing.T) {
 				t.Errorf("acknowledged after %v, want %v..%v", d, tc.min, tc.max)
 			}
 		})
+	}
+}
+
+func TestBatcherMetrics(t *testing.T) {
+	srv := eventsvctest.Start(t, eventsvctest.Options{})
+	b := events.NewBatcher(events.NewClient(srv.URL, nil), events.BatcherOptions{})
+	startBatcher(t, b)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(b)
+	for i := range 3 {
+		if err := b.Record(context.Background(), event("metrics", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		m := f.GetMetric()[0]
+		got[f.GetName()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	if got["executor_events_acknowledged_total"] != 3 || got["executor_events_record_calls_total"] < 1 || len(got) != 7 {
+		t.Errorf("metrics %v", got)
 	}
 }

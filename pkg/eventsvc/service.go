@@ -17,8 +17,8 @@ import (
 )
 
 const (
-	// MaxRecordBatch bounds one Record call; the executor's batches are far smaller.
-	MaxRecordBatch = 5000
+	// MaxRecordBatch bounds one Record call; the executor's batcher never exceeds it.
+	MaxRecordBatch = events.MaxBatchLimit
 	defaultPage    = 100
 	maxPage        = 1000
 	// watchPoll re-reads the store even without a notification, so a watcher
