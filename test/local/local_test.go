@@ -192,10 +192,12 @@ func TestLocal(t *testing.T) {
 		t.Skip("starts a control plane: not in -short")
 	}
 	dataDir := t.TempDir()
+	// The control plane's state and certificates go to TMPDIR: it must be empty again at the end.
+	tmpDir := t.TempDir()
 	p := newPorts(t)
 	cmd := exec.Command(binary, append([]string{"local", "--data-dir", dataDir}, p.args()...)...)
 	cmd.Dir = root
-	cmd.Env = childEnv()
+	cmd.Env = childEnv("TMPDIR=" + tmpDir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -256,6 +258,9 @@ func TestLocal(t *testing.T) {
 
 	// Everything it started, found while it runs: after it exits, orphans
 	// would be re-parented and no longer recognisable by their parent.
+	if inUse, _ := os.ReadDir(tmpDir); len(inUse) == 0 {
+		t.Errorf("the control plane keeps nothing in TMPDIR %s: the check that it is removed proves nothing", tmpDir)
+	}
 	descendantsBefore := descendants(cmd.Process.Pid)
 	if len(descendantsBefore) < 2 {
 		t.Errorf("expected etcd and kube-apiserver below the executor, found %v", descendantsBefore)
@@ -341,6 +346,13 @@ func TestLocal(t *testing.T) {
 		if st, ok := startTime(pid); ok && st == start && !zombie(pid) {
 			t.Errorf("process %d (%s) is still running after executor local stopped", pid, cmdline(pid))
 		}
+	}
+	if left, err := os.ReadDir(tmpDir); err != nil || len(left) > 0 {
+		var names []string
+		for _, e := range left {
+			names = append(names, e.Name())
+		}
+		t.Errorf("left in TMPDIR: %v %v", names, err)
 	}
 }
 
