@@ -24,7 +24,7 @@ const (
 	MaxCacheKeyBytes   = 1024 // spec.cacheKey: usually a hash, but callers may pass more
 	MaxOwnerBytes      = 512  // <namespace>/<name> is at most 317
 	MaxOutputURIBytes  = 4096
-	MaxSourcePartBytes = 512
+	MaxSourcePartBytes = 512 // each of the source's project, domain, run, action
 )
 
 // ErrInvalid is wrapped by every validation error of this package.
