@@ -1,0 +1,214 @@
+// Package e2e runs the executor as Setup wires it against a real API server,
+// a real events service and a real cache service, and checks what reaches them.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/internal/testenv"
+	"github.com/taskaction/executor/pkg/config"
+	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/eventsvc"
+	"github.com/taskaction/executor/pkg/setup"
+)
+
+var (
+	env *testenv.Env
+	k8s client.Client
+)
+
+const requeue = 200 * time.Millisecond
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.Level(zapcore.Level(2))))
+	var err error
+	if env, err = testenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s = env.Client
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// startExecutor runs the executor, limited to ns, against the given services
+// until the test ends.
+func startExecutor(t testing.TB, ns, eventsURL, cacheURL string) {
+	t.Helper()
+	c := config.Default()
+	c.MetricsBindAddress, c.HealthProbeBindAddress = "0", "0"
+	c.EventsServiceURL, c.CacheServiceURL = eventsURL, cacheURL
+	c.RequeueDuration = config.Duration{Duration: requeue}
+	c.GC.Interval = config.Duration{}
+	c.Cluster = "e2e"
+	mgr, err := setup.Setup(c, env.Config, setup.Options{Namespaces: []string{ns}, SkipNameValidation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+var seq atomic.Int64
+
+func namespace(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("e2e-%d-%d", time.Now().UnixNano()%100000, seq.Add(1))
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// taskAction is a valid TaskAction of run `run` (one run per test keeps the
+// events of tests apart).
+func taskAction(ns, run, name string) *flytev1.TaskAction {
+	return &flytev1.TaskAction{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: flytev1.TaskActionSpec{
+			RunName: run, Project: "proj", Domain: "dev", ActionName: name, TaskType: "container",
+			InputURI: "s3://b/" + run + "/" + name + "/inputs.pb", RunOutputBase: "s3://b/" + run,
+			TaskTemplate: &flytev1.TaskTemplate{
+				ID:        flytev1.TaskID{Name: "task." + name, Version: "v1"},
+				Container: &flytev1.Container{Image: "busybox", Command: []string{"true"}},
+			},
+		},
+	}
+}
+
+func create(t testing.TB, ta *flytev1.TaskAction) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), ta); err != nil {
+		t.Fatalf("create %s: %v", ta.Name, err)
+	}
+}
+
+func get(t testing.TB, ns, name string) *flytev1.TaskAction {
+	t.Helper()
+	ta := &flytev1.TaskAction{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ta); err != nil {
+		t.Fatalf("get %s: %v", name, err)
+	}
+	return ta
+}
+
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func waitReason(t testing.TB, ns, name, typ, reason string) *flytev1.TaskAction {
+	t.Helper()
+	var ta *flytev1.TaskAction
+	eventually(t, 30*time.Second, fmt.Sprintf("%s %s=%s", name, typ, reason), func() bool {
+		ta = get(t, ns, name)
+		c := meta.FindStatusCondition(ta.Status.Conditions, typ)
+		return c != nil && c.Reason == reason
+	})
+	return ta
+}
+
+func waitPod(t testing.TB, ns, name string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{}
+	eventually(t, 30*time.Second, "pod "+name, func() bool {
+		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pod) == nil
+	})
+	return pod
+}
+
+func podCount(t testing.TB, ns string) int {
+	t.Helper()
+	l := &corev1.PodList{}
+	if err := k8s.List(context.Background(), l, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return len(l.Items)
+}
+
+// kubelet plays the kubelet for one pod: it writes its status.
+func kubelet(t testing.TB, pod *corev1.Pod, phase corev1.PodPhase, exit int32) {
+	t.Helper()
+	for i := 0; ; i++ {
+		cur := &corev1.Pod{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pod), cur); err != nil {
+			t.Fatalf("get pod: %v", err)
+		}
+		base := cur.DeepCopy()
+		now := metav1.Now()
+		cur.Status.Phase = phase
+		cur.Status.StartTime = &now
+		cs := corev1.ContainerStatus{Name: cur.Spec.Containers[0].Name, Image: cur.Spec.Containers[0].Image}
+		switch phase {
+		case corev1.PodRunning:
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: now}
+		default:
+			reason := "Completed"
+			if exit != 0 {
+				reason = "Error"
+			}
+			cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: exit, Reason: reason, StartedAt: now, FinishedAt: now}
+		}
+		cur.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+		err := k8s.Status().Patch(context.Background(), cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) || i > 5 {
+			t.Fatalf("patch pod status: %v", err)
+		}
+	}
+}
+
+// stored returns the events the service stored for one action, as
+// "attempt:PHASE" in the order they were stored.
+func stored(t testing.TB, st eventsvc.Store, run, action string) ([]events.Event, string) {
+	t.Helper()
+	all, err := st.List(context.Background(), eventsvc.Query{Run: run, Action: action, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Seq < all[j].Seq })
+	var evs []events.Event
+	var s []string
+	for _, se := range all {
+		ev := events.FromProto(se.Event)
+		if ev.Action != action {
+			continue
+		}
+		evs = append(evs, ev)
+		s = append(s, fmt.Sprintf("%d:%s", ev.Attempt, ev.Phase))
+	}
+	return evs, strings.Join(s, " ")
+}
