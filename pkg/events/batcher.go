@@ -13,6 +13,7 @@ import (
 
 	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
 	"github.com/taskaction/executor/gen/executor/events/v1/eventsv1connect"
+	"github.com/taskaction/executor/pkg/metrics"
 )
 
 // ErrStopped is returned by Record once the Batcher has stopped, and to callers
@@ -296,6 +297,7 @@ func (b *Batcher) send(stopCtx, sendCtx context.Context, batch []*pending) {
 		req.Events[i] = p.ev
 	}
 	b.batches.Add(1)
+	start := time.Now()
 	var err error
 	for attempt := 1; ; attempt++ {
 		callCtx, cancel := context.WithTimeout(sendCtx, b.opts.CallTimeout)
@@ -320,6 +322,7 @@ func (b *Batcher) send(stopCtx, sendCtx context.Context, batch []*pending) {
 		}
 		break
 	}
+	metrics.EventBatch(len(live), time.Since(start), err)
 	if err != nil {
 		b.failed.Add(1)
 		err = fmt.Errorf("recording a batch of %d events at the events service: %w", len(live), err)

@@ -22,6 +22,7 @@ import (
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -164,6 +165,9 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
 		b := events.NewBatcher(events.NewClient(cfg.EventsServiceURL, events.DefaultHTTPClient()), events.BatcherOptions{})
 		if err := mgr.Add(b); err != nil {
 			return fmt.Errorf("add events batcher: %w", err)
+		}
+		if err := crmetrics.Registry.Register(b); err != nil {
+			return fmt.Errorf("register events batcher metrics: %w", err)
 		}
 		rec = b
 	}
