@@ -5,11 +5,13 @@ package setup
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -166,7 +168,7 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
 		if err := mgr.Add(b); err != nil {
 			return fmt.Errorf("add events batcher: %w", err)
 		}
-		if err := crmetrics.Registry.Register(b); err != nil {
+		if err := registerReplacing(b); err != nil {
 			return fmt.Errorf("register events batcher metrics: %w", err)
 		}
 		rec = b
@@ -199,6 +201,18 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
 		return fmt.Errorf("set up the TaskAction controller: %w", err)
 	}
 	return nil
+}
+
+// registerReplacing registers c, replacing the collector of an earlier manager
+// in the same process (tests, `executor local` restarts).
+func registerReplacing(c prometheus.Collector) error {
+	err := crmetrics.Registry.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		crmetrics.Registry.Unregister(are.ExistingCollector)
+		err = crmetrics.Registry.Register(c)
+	}
+	return err
 }
 
 // CacheOptions scope the informer cache: only the pods the executor manages,
