@@ -105,8 +105,8 @@ func Run(ctx context.Context, o Options) (err error) {
 			return err
 		}
 	}
-	ports := []Service{{Name: "executor metrics", Addr: cfg.MetricsBindAddress}, {Name: "executor probes", Addr: cfg.HealthProbeBindAddress}}
-	if err := checkPorts(append(ports, services...)); err != nil {
+	ports := append([]Service{{Name: "executor metrics", Addr: cfg.MetricsBindAddress}, {Name: "executor probes", Addr: cfg.HealthProbeBindAddress}}, services...)
+	if err := checkPorts(ports); err != nil {
 		return err
 	}
 
@@ -153,7 +153,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		case err := <-g.errc:
 			return err
 		}
-		for _, s := range services {
+		// The executor's own servers too: a ready line before its metrics
+		// listen would send a user's first scrape to a refused connection.
+		for _, s := range ports {
 			if err := waitListening(readyCtx, s); err != nil {
 				return err
 			}
@@ -371,8 +373,8 @@ func checkPorts(ss []Service) error {
 }
 
 func waitListening(ctx context.Context, s Service) error {
-	if s.Addr == "" {
-		return nil
+	if _, port, err := net.SplitHostPort(s.Addr); err != nil || port == "0" {
+		return nil // disabled, or a port only the server knows
 	}
 	var d net.Dialer
 	for {
