@@ -12,7 +12,7 @@ K8S_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 60s
 
-.PHONY: all build generate manifests verify-generated test test-unit lint fmt vet envtest tools clean
+.PHONY: all build generate manifests verify-generated test test-unit lint fmt vet envtest tools clean local bench-controller
 
 all: build
 
@@ -48,6 +48,14 @@ test: envtest lint verify-generated ## unit and envtest suites
 
 test-unit:
 	go test -count=1 -short ./...
+
+# local: the whole system on this machine, in the foreground; ARGS=--demo runs the samples.
+local: envtest build
+	$(BIN)/executor local $(ARGS)
+
+# bench-controller: API requests per TaskAction of the reconciler against envtest.
+bench-controller: envtest
+	go test -count=1 -run '^$$' -bench BenchmarkTaskActionLifecycle -benchtime 200x ./pkg/controller
 
 lint: fmt vet
 fmt:

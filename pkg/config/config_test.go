@@ -13,7 +13,7 @@ import (
 	"github.com/taskaction/executor/pkg/config"
 )
 
-// The documented defaults (docs/configuration.md); a change here is a change of behaviour.
+// The documented defaults (README.md, Configuration keys); a change here is a change of behaviour.
 func TestDefaults(t *testing.T) {
 	d := config.Default()
 	cases := []struct {

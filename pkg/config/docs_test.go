@@ -12,10 +12,10 @@ import (
 	"github.com/taskaction/executor/pkg/config"
 )
 
-// docs/configuration.md is the operators' reference; it must list every key
-// with its real flag and default, and nothing else.
+// The README's configuration table is the operators' reference; it must list
+// every key with its real flag and default, and nothing else.
 func TestConfigurationReferenceMatches(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,8 +23,8 @@ func TestConfigurationReferenceMatches(t *testing.T) {
 	rows := map[string]row{}
 	inKeys := false
 	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "## ") {
-			inKeys = line == "## Keys"
+		if strings.HasPrefix(line, "#") {
+			inKeys = line == "### Configuration keys"
 			continue
 		}
 		if !inKeys || !strings.HasPrefix(line, "| `") {
