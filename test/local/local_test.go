@@ -476,9 +476,8 @@ func tail(s string, n int) string {
 }
 
 // writeSamples copies config/samples into a directory, filling in the fields
-// the executor requires when a sample lacks them, and leaving out the cached
-// sample unless withCache.
-func writeSamples(t *testing.T, withCache bool) string {
+// the executor requires when a sample lacks them.
+func writeSamples(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "flyte_v1_taskaction_*.yaml"))
@@ -487,9 +486,6 @@ func writeSamples(t *testing.T, withCache bool) string {
 	}
 	for _, f := range files {
 		ta := loadSample(t, filepath.Base(f))
-		if ta.Spec.CacheKey != "" && !withCache {
-			continue
-		}
 		if ta.Spec.InputURI == "" || ta.Spec.RunOutputBase == "" {
 			t.Logf("%s lacks inputUri or runOutputBase, which the executor requires: filled in here", filepath.Base(f))
 			ta.Spec.InputURI = "s3://my-bucket/sample-run/" + ta.Name + "/inputs.pb"
@@ -506,13 +502,14 @@ func writeSamples(t *testing.T, withCache bool) string {
 	return dir
 }
 
-// TestDemo runs --demo to its end: a success, and a failure after all its
-// retries; exit 0 only when both ended as expected.
+// TestDemo runs --demo to its end: a success, a failure after all its
+// retries, and a cached task run twice, the second a cache hit; exit 0 only
+// when each ended as expected.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane: not in -short")
 	}
-	samples := writeSamples(t, false)
+	samples := writeSamples(t)
 	args := append([]string{"local", "--demo", "--demo-timeout", "2m", "--samples-dir", samples, "--data-dir", t.TempDir()}, newPorts(t).args()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -526,7 +523,7 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo: %v\nstdout:\n%s\nstderr (last 4KiB):\n%s", err, out, tail(stderr.String(), 4096))
 	}
-	for _, want := range []string{"NAME", "PHASE", "ATTEMPT", "AGE", "hello", "Succeeded/Completed", "exit-3", "Failed/PermanentFailure",
+	for _, want := range []string{"NAME", "PHASE", "ATTEMPT", "AGE", "hello", "Succeeded/Completed", "exit-3", "Failed/PermanentFailure", "cached-again", "HIT",
 		"demo: every sample reached its expected end", "executor local: stopping"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the output:\n%s", want, out)
