@@ -53,12 +53,21 @@ func TestMain(m *testing.M) {
 // until the test ends.
 func startExecutor(t testing.TB, ns, eventsURL, cacheURL string) {
 	t.Helper()
+	startExecutorWith(t, ns, eventsURL, cacheURL, nil)
+}
+
+// startExecutorWith is startExecutor with the configuration adjusted by mutate.
+func startExecutorWith(t testing.TB, ns, eventsURL, cacheURL string, mutate func(*config.Config)) {
+	t.Helper()
 	c := config.Default()
 	c.MetricsBindAddress, c.HealthProbeBindAddress = "0", "0"
 	c.EventsServiceURL, c.CacheServiceURL = eventsURL, cacheURL
 	c.RequeueDuration = config.Duration{Duration: requeue}
 	c.GC.Interval = config.Duration{}
 	c.Cluster = "e2e"
+	if mutate != nil {
+		mutate(&c)
+	}
 	mgr, err := setup.Setup(c, env.Config, setup.Options{Namespaces: []string{ns}, SkipNameValidation: true})
 	if err != nil {
 		t.Fatal(err)
