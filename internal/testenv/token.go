@@ -64,4 +64,3 @@ func ServiceAccountToken(t testing.TB, clientset kubernetes.Interface, ns, name 
 	}
 	return tr.Status.Token
 }
-
