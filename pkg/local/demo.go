@@ -86,10 +86,11 @@ func truncateName(s string, n int) string {
 	return s
 }
 
-// runDemo applies the samples and shows their progress until each reached
-// its expected end (nil), one ended otherwise, or the timeout.
-func runDemo(ctx context.Context, c client.Client, o Options, node *Node, samples []*sample) error {
-	ctx, cancel := context.WithTimeout(ctx, o.DemoTimeout)
+// runDemo applies the samples and shows their progress until each is
+// terminal (nil if each as expected), the timeout, or ctx's end. failed
+// reports a component that stopped: the demo ends with it.
+func runDemo(parent context.Context, c client.Client, o Options, node *Node, samples []*sample, failed <-chan error) error {
+	ctx, cancel := context.WithTimeout(parent, o.DemoTimeout)
 	defer cancel()
 	byName := map[string]*sample{}
 	for _, s := range samples {
@@ -140,6 +141,9 @@ func runDemo(ctx context.Context, c client.Client, o Options, node *Node, sample
 		}
 		select {
 		case <-ctx.Done():
+			if parent.Err() != nil {
+				return errors.New("demo: interrupted")
+			}
 			var open []string
 			for _, s := range samples {
 				if !s.terminal() {
@@ -147,6 +151,8 @@ func runDemo(ctx context.Context, c client.Client, o Options, node *Node, sample
 				}
 			}
 			return fmt.Errorf("demo: timed out after %s waiting for %s", o.DemoTimeout, strings.Join(open, ", "))
+		case err := <-failed:
+			return fmt.Errorf("demo: stopped unexpectedly: %w", err)
 		case <-tick.C:
 		}
 	}

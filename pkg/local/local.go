@@ -184,7 +184,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		if cerr != nil {
 			result = cerr
 		} else {
-			result = runDemo(runCtx, c, o, node, samples)
+			result = runDemo(runCtx, c, o, node, samples, g.errc)
 		}
 	} else {
 		select {

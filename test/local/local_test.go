@@ -229,7 +229,8 @@ func TestLocal(t *testing.T) {
 			<-exited
 		}
 		if t.Failed() {
-			t.Logf("stdout:\n%s\nstderr (last 8KiB):\n%s", out, tail(stderr.String(), 8192))
+			logs, _ := os.ReadFile(filepath.Join(dataDir, "executor.log"))
+			t.Logf("stdout:\n%s\nstderr:\n%s\nexecutor.log (last 8KiB):\n%s", out, tail(stderr.String(), 4096), tail(string(logs), 8192))
 		}
 	}()
 
@@ -242,8 +243,8 @@ func TestLocal(t *testing.T) {
 		t.Fatal("executor local not ready within 3m")
 	}
 	kubeconfig := filepath.Join(dataDir, "kubeconfig")
-	if !strings.Contains(out.String(), "export KUBECONFIG="+kubeconfig) {
-		t.Errorf("kubeconfig path not printed:\n%s", out)
+	if !strings.Contains(out.String(), "export KUBECONFIG="+kubeconfig) || !strings.Contains(out.String(), "logs in "+filepath.Join(dataDir, "executor.log")) {
+		t.Errorf("kubeconfig or log path not printed:\n%s", out)
 	}
 	restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
