@@ -97,7 +97,7 @@ func runDemo(parent context.Context, c client.Client, o Options, node *Node, sam
 		byName[s.ta.Name] = s
 	}
 	tty := isTerminal(o.Out)
-	last := ""
+	last, drawn := "", 0
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -126,11 +126,12 @@ func runDemo(parent context.Context, c client.Client, o Options, node *Node, sam
 			key = stateKey(samples)
 		}
 		if key != last {
-			if tty {
-				_, _ = fmt.Fprint(o.Out, "\033[H\033[2J")
+			if tty && drawn > 0 {
+				// Over the previous table only: the summary above stays on screen.
+				_, _ = fmt.Fprintf(o.Out, "\033[%dA\033[J", drawn)
 			}
 			_, _ = fmt.Fprint(o.Out, table)
-			last = key
+			last, drawn = key, strings.Count(table, "\n")
 		}
 		switch {
 		case done && len(bad) > 0:
