@@ -134,13 +134,17 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 		}
 	}
 
-	obs, requeue, err := r.observe(ctx, ta, st, p, tc, now)
+	obs, err := r.observe(ctx, ta, st, p, tc, now)
 	if err != nil {
 		return r.systemFailure(ctx, ta, st, p, tc, &plugin.ExecError{Code: CodeSystemError, Kind: flytev1.ErrorKindSystem, Message: err.Error()}, false, now)
 	}
 	if obs == nil { // waiting for something the watch will tell us about
-		return ctrl.Result{RequeueAfter: requeue}, nil
+		return ctrl.Result{}, nil
 	}
+	if obs.Phase.IsTerminal() && obs.Phase != plugin.PhaseSucceeded && obs.Error == nil {
+		obs.Error = &plugin.ExecError{Code: "UnknownError", Kind: flytev1.ErrorKindUser, Message: obs.Message}
+	}
+	var requeue time.Duration
 	if obs.Progressed {
 		st.SystemFailures = 0
 	}
@@ -167,7 +171,7 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 		st.AttemptStartedAt = nil
 		st.PluginState = ""
 		tc = r.taskContext(ta, st.Attempts)
-		next, _, err := r.observe(ctx, ta, st, p, tc, now)
+		next, err := r.observe(ctx, ta, st, p, tc, now)
 		if err != nil || next == nil || next.Phase.IsTerminal() {
 			// The next attempt launches (or fails) on the next reconcile; persist this failure first.
 			next = &plugin.Observation{Phase: plugin.PhaseNotStarted}
@@ -228,21 +232,21 @@ func (r *Reconciler) run(ctx context.Context, ta *flytev1.TaskAction, p plugin.P
 
 // observe reads the current attempt, launching it when it has not been
 // launched. A nil observation means: nothing to do until a watch event.
-func (r *Reconciler) observe(ctx context.Context, ta *flytev1.TaskAction, st *flytev1.TaskActionStatus, p plugin.Plugin, tc plugin.TaskContext, now time.Time) (*plugin.Observation, time.Duration, error) {
+func (r *Reconciler) observe(ctx context.Context, ta *flytev1.TaskAction, st *flytev1.TaskActionStatus, p plugin.Plugin, tc plugin.TaskContext, now time.Time) (*plugin.Observation, error) {
 	name := p.ResourceName(tc)
 	if d := r.timeout(ta); d > 0 && st.PodName == name && st.AttemptStartedAt != nil && !now.Before(st.AttemptStartedAt.Add(d)) {
 		if err := p.Abort(ctx, r.Client, tc); err != nil {
-			return nil, 0, fmt.Errorf("abort timed-out attempt: %w", err)
+			return nil, fmt.Errorf("abort timed-out attempt: %w", err)
 		}
 		return &plugin.Observation{Phase: plugin.PhaseRetryableFailure, Error: &plugin.ExecError{
 			Code: CodeTimeout, Kind: flytev1.ErrorKindUser,
 			Message: fmt.Sprintf("attempt %d exceeded its timeout of %v", tc.Attempt, d),
-		}}, 0, nil
+		}}, nil
 	}
 
 	obs, err := p.Observe(ctx, r.Client, tc)
 	if err != nil {
-		return nil, 0, fmt.Errorf("observe %s: %w", name, err)
+		return nil, fmt.Errorf("observe %s: %w", name, err)
 	}
 	launched := st.PodName == name
 	if obs.Phase == plugin.PhaseNotStarted && !launched {
@@ -254,7 +258,7 @@ func (r *Reconciler) observe(ctx context.Context, ta *flytev1.TaskAction, st *fl
 		// server decides.
 		obs, err = p.Observe(ctx, r.APIReader, tc)
 		if err != nil {
-			return nil, 0, fmt.Errorf("observe %s: %w", name, err)
+			return nil, fmt.Errorf("observe %s: %w", name, err)
 		}
 	}
 	switch {
@@ -262,12 +266,12 @@ func (r *Reconciler) observe(ctx context.Context, ta *flytev1.TaskAction, st *fl
 		return &plugin.Observation{Phase: plugin.PhaseRetryableFailure, Error: &plugin.ExecError{
 			Code: CodeResourceDeletedExternally, Kind: flytev1.ErrorKindSystem,
 			Message: fmt.Sprintf("pod %s/%s was deleted by someone other than the executor", ta.Namespace, name),
-		}}, 0, nil
+		}}, nil
 	case obs.Phase == plugin.PhaseNotStarted:
 		return r.launch(ctx, st, p, tc, now)
 	case !launched && obs.Deleting:
 		// The pod of an earlier try of this attempt is going away; its deletion wakes us.
-		return nil, 0, nil
+		return nil, nil
 	case !launched:
 		// We created it but did not record it (a crash between the two): adopt it.
 		st.PodName = name
@@ -279,11 +283,11 @@ func (r *Reconciler) observe(ctx context.Context, ta *flytev1.TaskAction, st *fl
 			st.StartedAt = st.AttemptStartedAt
 		}
 	}
-	return &obs, 0, nil
+	return &obs, nil
 }
 
 // launch starts the attempt and records it in st.
-func (r *Reconciler) launch(ctx context.Context, st *flytev1.TaskActionStatus, p plugin.Plugin, tc plugin.TaskContext, now time.Time) (*plugin.Observation, time.Duration, error) {
+func (r *Reconciler) launch(ctx context.Context, st *flytev1.TaskActionStatus, p plugin.Plugin, tc plugin.TaskContext, now time.Time) (*plugin.Observation, error) {
 	name := p.ResourceName(tc)
 	if err := p.Launch(ctx, r.Client, tc); err != nil {
 		var le *plugin.LaunchError
@@ -293,9 +297,9 @@ func (r *Reconciler) launch(ctx context.Context, st *flytev1.TaskActionStatus, p
 				phase = plugin.PhaseRetryableFailure
 			}
 			e := le.Err
-			return &plugin.Observation{Phase: phase, Error: &e}, 0, nil
+			return &plugin.Observation{Phase: phase, Error: &e}, nil
 		}
-		return nil, 0, fmt.Errorf("launch %s: %w", name, err)
+		return nil, fmt.Errorf("launch %s: %w", name, err)
 	}
 	st.PodName = name
 	st.SystemRetryAt = nil
@@ -306,7 +310,7 @@ func (r *Reconciler) launch(ctx context.Context, st *flytev1.TaskActionStatus, p
 		st.StartedAt = &t
 		metrics.ObserveLaunchLatency(now.Sub(tc.TaskAction.CreationTimestamp.Time))
 	}
-	return &plugin.Observation{Phase: plugin.PhaseQueued, Message: "pod created", OccurredAt: now}, 0, nil
+	return &plugin.Observation{Phase: plugin.PhaseQueued, Message: "pod created", OccurredAt: now}, nil
 }
 
 // transitionFor turns an observation into the transition to record.
