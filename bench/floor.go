@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/metrics"
+	"github.com/taskaction/executor/pkg/plugin/container"
+	"github.com/taskaction/executor/pkg/setup"
+)
+
+// runFloor is the reference controller: for each TaskAction it creates the
+// pod once and, when the pod ends, writes the terminal condition once (a
+// merge patch of the status, which cannot conflict). Nothing else: no
+// finalizer, no events, no intermediate phases. It counts its requests with
+// the executor's own instrumentation (executor_api_requests_total), served on
+// --metrics-addr, so both controllers are measured the same way.
+func runFloor(args []string) error {
+	fs := flag.NewFlagSet("floor", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
+	metricsAddr := fs.String("metrics-addr", "127.0.0.1:0", "metrics listen address")
+	qps := fs.Float64("qps", 100, "client QPS")
+	burst := fs.Int("burst", 200, "client burst")
+	workers := fs.Int("workers", 64, "reconcile workers")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	cfg.UserAgent = "bench-floor"
+	metrics.InstrumentRESTConfig(cfg)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	scheme := setup.Scheme()
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{setup.ManagedLabel: "true"})},
+	}})
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	f := &floor{cache: c, client: cl,
+		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]())}
+
+	taInf, err := c.GetInformer(ctx, &flytev1.TaskAction{})
+	if err != nil {
+		return err
+	}
+	enqueueTA := func(obj any) {
+		if o, ok := obj.(client.Object); ok {
+			f.queue.Add(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+		}
+	}
+	if _, err := taInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: enqueueTA, UpdateFunc: func(_, n any) { enqueueTA(n) },
+	}); err != nil {
+		return err
+	}
+	podInf, err := c.GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return err
+	}
+	enqueueOwner := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		for _, ref := range p.OwnerReferences {
+			if ref.Kind == "TaskAction" {
+				f.queue.Add(types.NamespacedName{Namespace: p.Namespace, Name: ref.Name})
+			}
+		}
+	}
+	if _, err := podInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: enqueueOwner, UpdateFunc: func(_, n any) { enqueueOwner(n) },
+	}); err != nil {
+		return err
+	}
+
+	srv := &http.Server{Addr: *metricsAddr, Handler: promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{}),
+		ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintln(os.Stderr, "floor: metrics:", err)
+		}
+	}()
+
+	cacheErr := make(chan error, 1)
+	go func() { cacheErr <- c.Start(ctx) }()
+	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	synced := c.WaitForCacheSync(syncCtx)
+	cancel()
+	if !synced {
+		return errors.New("caches did not sync")
+	}
+	fmt.Println("floor: ready")
+
+	var wg sync.WaitGroup
+	for range *workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				key, shutdown := f.queue.Get()
+				if shutdown {
+					return
+				}
+				if err := f.reconcile(ctx, key); err != nil {
+					if ctx.Err() == nil {
+						fmt.Fprintf(os.Stderr, "floor: %s: %v\n", key, err)
+					}
+					f.queue.AddRateLimited(key)
+				} else {
+					f.queue.Forget(key)
+				}
+				f.queue.Done(key)
+			}
+		}()
+	}
+	<-ctx.Done()
+	f.queue.ShutDown()
+	wg.Wait()
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+type floor struct {
+	cache  cache.Cache
+	client client.Client
+	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	// created and finished remember this process's own writes, so that a
+	// stale cache never makes it write twice.
+	created, finished sync.Map
+}
+
+func (f *floor) reconcile(ctx context.Context, key types.NamespacedName) error {
+	var ta flytev1.TaskAction
+	if err := f.cache.Get(ctx, key, &ta); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if isTerminal(&ta) {
+		return nil
+	}
+	if _, done := f.finished.Load(ta.UID); done {
+		return nil
+	}
+	var pod corev1.Pod
+	err := f.cache.Get(ctx, types.NamespacedName{Namespace: ta.Namespace, Name: container.PodName(ta.Name, 1)}, &pod)
+	if apierrors.IsNotFound(err) {
+		if _, done := f.created.Load(ta.UID); done {
+			return nil // its watch event will bring us back
+		}
+		if err := f.client.Create(ctx, floorPod(&ta)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		f.created.Store(ta.UID, true)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var cond metav1.Condition
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded:
+		cond = metav1.Condition{Type: flytev1.ConditionSucceeded, Status: metav1.ConditionTrue, Reason: flytev1.ReasonCompleted, Message: "pod succeeded"}
+	case corev1.PodFailed:
+		cond = metav1.Condition{Type: flytev1.ConditionFailed, Status: metav1.ConditionTrue, Reason: flytev1.ReasonPermanentFailure, Message: "pod failed"}
+	default:
+		return nil
+	}
+	now := metav1.Now()
+	cond.LastTransitionTime = now
+	cond.ObservedGeneration = ta.Generation
+	patched := ta.DeepCopy()
+	meta.SetStatusCondition(&patched.Status.Conditions, cond)
+	patched.Status.CompletedAt = &now
+	patched.Status.PodName = pod.Name
+	if err := f.client.Status().Patch(ctx, patched, client.MergeFrom(&ta)); err != nil {
+		return err
+	}
+	f.finished.Store(ta.UID, true)
+	return nil
+}
+
+func isTerminal(ta *flytev1.TaskAction) bool {
+	return meta.IsStatusConditionTrue(ta.Status.Conditions, flytev1.ConditionSucceeded) ||
+		meta.IsStatusConditionTrue(ta.Status.Conditions, flytev1.ConditionFailed)
+}
+
+// floorPod is the smallest pod that runs the task: the executor's name,
+// managed label, owner reference and pod-template annotations (which carry
+// the bench's fail marker), and its default resources.
+func floorPod(ta *flytev1.TaskAction) *corev1.Pod {
+	t := true
+	tt := ta.Spec.TaskTemplate
+	c := corev1.Container{Name: container.DefaultPrimaryContainerName, Image: tt.Container.Image,
+		Command: tt.Container.Command, Args: tt.Container.Args, Resources: tt.Container.Resources}
+	if len(c.Resources.Requests) == 0 && len(c.Resources.Limits) == 0 {
+		rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+		c.Resources = corev1.ResourceRequirements{Requests: rl, Limits: rl}
+	}
+	var annotations map[string]string
+	if tt.PodTemplate != nil {
+		annotations = tt.PodTemplate.Annotations
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        container.PodName(ta.Name, 1),
+			Namespace:   ta.Namespace,
+			Labels:      map[string]string{setup.ManagedLabel: "true", container.LabelAction: ta.Spec.ActionName},
+			Annotations: annotations,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: flytev1.GroupVersion.String(), Kind: "TaskAction",
+				Name: ta.Name, UID: ta.UID, Controller: &t, BlockOwnerDeletion: &t}},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{c}, RestartPolicy: corev1.RestartPolicyNever},
+	}
+}

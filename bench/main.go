@@ -1,0 +1,215 @@
+// Command bench measures the executor against a floor: a minimal controller
+// that does only the API work nobody can avoid (create the pod, one status
+// write at the end). Each mode runs on a fresh control plane (etcd and
+// kube-apiserver from bin/k8s), with kube-scheduler binding the pods to fake
+// kwok nodes, and kwok Stages (bench/stages) walking them Pending → Running →
+// Succeeded, or Failed for a chosen fraction.
+//
+//	go run ./bench --n 2000 --rate 0 --fail-fraction 0.1 --run-delay 1s --finish-delay 2s --mode both
+//
+// Results go to bench/results/<date>-<n>.{json,md,png}. `bench floor` is the
+// floor controller itself; the harness runs it as a subprocess.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	N            int
+	Rate         float64
+	FailFraction float64
+	RunDelay     time.Duration
+	FinishDelay  time.Duration
+	Mode         string
+	Nodes        int
+	Timeout      time.Duration
+	Settle       time.Duration
+	Root         string
+	Results      string
+	ExecutorBin  string
+	KwokBin      string
+	K8sBin       string
+	QPS          float64
+	Burst        int
+	Workers      int
+	Creators     int
+	Keep         bool
+	Tag          string
+	ExecutorArgs string
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "floor" {
+		if err := runFloor(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "floor:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	fs.IntVar(&o.N, "n", 2000, "TaskActions to create")
+	fs.Float64Var(&o.Rate, "rate", 0, "TaskActions created per second; 0: all at once")
+	fs.Float64Var(&o.FailFraction, "fail-fraction", 0.1, "fraction of TaskActions whose pod fails (exit code 1, retries 0)")
+	fs.DurationVar(&o.RunDelay, "run-delay", time.Second, "bound pod Pending → Running after this delay (kwok)")
+	fs.DurationVar(&o.FinishDelay, "finish-delay", 2*time.Second, "pod Running → Succeeded/Failed after this delay (kwok)")
+	fs.StringVar(&o.Mode, "mode", "both", "executor, floor or both (floor first, each on a fresh control plane)")
+	fs.IntVar(&o.Nodes, "nodes", 10, "fake kwok nodes")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "bound on the wait for every TaskAction to end, per mode; 0: 2m + n×150ms")
+	fs.DurationVar(&o.Settle, "settle", 3*time.Second, "wait after the last TaskAction ended before the final scrape, so trailing writes count")
+	fs.StringVar(&o.Root, "root", "", "repository root (default: found upwards from the working directory)")
+	fs.StringVar(&o.Results, "results", "", "results directory (default <root>/bench/results)")
+	fs.StringVar(&o.ExecutorBin, "executor-bin", "", "executor binary (default <root>/bin/executor; `make build`)")
+	fs.StringVar(&o.KwokBin, "kwok-bin", "", "kwok binary (default <root>/bin/kwok)")
+	fs.StringVar(&o.K8sBin, "k8s-bin", "", "kube-apiserver, etcd and kube-scheduler (default $KUBEBUILDER_ASSETS, else <root>/bin/k8s)")
+	fs.Float64Var(&o.QPS, "qps", 100, "client QPS of the controller under test (the executor's kubeAPIQPS default; the floor gets the same)")
+	fs.IntVar(&o.Burst, "burst", 200, "client burst of the controller under test (the executor's kubeAPIBurst default)")
+	fs.IntVar(&o.Workers, "floor-workers", 64, "floor reconcile workers (the executor's maxConcurrentReconciles default)")
+	fs.IntVar(&o.Creators, "creators", 16, "harness goroutines creating TaskActions")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the per-mode work directories (logs, kubeconfigs)")
+	fs.StringVar(&o.Tag, "tag", "", "suffix of the result file names (default: none)")
+	fs.StringVar(&o.ExecutorArgs, "executor-args", "", "extra flags for the executor, space-separated")
+	_ = fs.Parse(os.Args[1:])
+
+	if err := o.defaults(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func (o *options) defaults() error {
+	if o.N <= 0 {
+		return errors.New("--n must be positive")
+	}
+	if o.FailFraction < 0 || o.FailFraction > 1 {
+		return errors.New("--fail-fraction must be in [0,1]")
+	}
+	switch o.Mode {
+	case "executor", "floor", "both":
+	default:
+		return fmt.Errorf("--mode %q: want executor, floor or both", o.Mode)
+	}
+	if o.Root == "" {
+		r, err := findRoot()
+		if err != nil {
+			return err
+		}
+		o.Root = r
+	}
+	if o.Results == "" {
+		o.Results = filepath.Join(o.Root, "bench", "results")
+	}
+	if o.ExecutorBin == "" {
+		o.ExecutorBin = filepath.Join(o.Root, "bin", "executor")
+	}
+	if o.KwokBin == "" {
+		o.KwokBin = filepath.Join(o.Root, "bin", "kwok")
+	}
+	if o.K8sBin == "" {
+		o.K8sBin = os.Getenv("KUBEBUILDER_ASSETS")
+		if o.K8sBin == "" {
+			o.K8sBin = filepath.Join(o.Root, "bin", "k8s")
+		}
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2*time.Minute + time.Duration(o.N)*150*time.Millisecond
+	}
+	need := []string{o.KwokBin, filepath.Join(o.K8sBin, "kube-apiserver"), filepath.Join(o.K8sBin, "etcd"), filepath.Join(o.K8sBin, "kube-scheduler")}
+	if o.Mode != "floor" {
+		need = append(need, o.ExecutorBin)
+	}
+	for _, b := range need {
+		if st, err := os.Stat(b); err != nil || st.IsDir() {
+			return fmt.Errorf("%s not found: run `make bench-tools` (kwok, kube-scheduler) and `make build`", b)
+		}
+	}
+	return nil
+}
+
+func findRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "config", "crd", "bases")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run from the executor's repository: no go.mod with config/crd/bases here or above")
+		}
+		dir = parent
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	modes := []string{o.Mode}
+	if o.Mode == "both" {
+		modes = []string{"floor", "executor"}
+	}
+	rep := &Report{
+		Started: time.Now().UTC(),
+		Command: "go run ./bench " + strings.Join(os.Args[1:], " "),
+		Params: Params{N: o.N, Rate: o.Rate, FailFraction: o.FailFraction, RunDelay: o.RunDelay.String(),
+			FinishDelay: o.FinishDelay.String(), Nodes: o.Nodes, QPS: o.QPS, Burst: o.Burst, Creators: o.Creators},
+		Machine: machineInfo(o.Root),
+	}
+	for _, m := range modes {
+		logf("=== mode %s: %d TaskActions (rate %v/s, fail fraction %.2f)", m, o.N, o.Rate, o.FailFraction)
+		res, err := runMode(ctx, o, m)
+		if res != nil {
+			rep.Modes = append(rep.Modes, res)
+			logf("=== mode %s: %s", m, res.Summary())
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			logf("mode %s failed: %v", m, err)
+			if res == nil {
+				rep.Modes = append(rep.Modes, &ModeResult{Mode: m, Error: err.Error()})
+			} else {
+				res.Error = err.Error()
+			}
+		}
+	}
+	rep.Finished = time.Now().UTC()
+	paths, err := rep.Write(o.Results, o.Tag)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		logf("wrote %s", p)
+	}
+	md, _ := os.ReadFile(paths[1])
+	fmt.Println(string(md))
+	for _, m := range rep.Modes {
+		if m.Error != "" {
+			return fmt.Errorf("mode %s: %s", m.Mode, m.Error)
+		}
+	}
+	return nil
+}
+
+func logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, a...))
+}
