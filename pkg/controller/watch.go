@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 )
@@ -146,7 +148,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("taskaction").
 		For(&flytev1.TaskAction{}, builder.WithPredicates(r.taskActionChanges())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers})
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: workers,
+			// Per-object backoff only, capped at 30s: after an outage of the events
+			// service every TaskAction retries within half a minute, instead of
+			// queueing behind a cluster-wide 10/s bucket and a 16-minute ceiling.
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](50*time.Millisecond, 30*time.Second),
+		})
 	seen := map[reflect.Type]bool{}
 	for _, p := range r.Registry.Plugins() {
 		for _, obj := range p.WatchedTypes() {
