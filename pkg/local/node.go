@@ -491,14 +491,14 @@ func (n *Node) runPod(ctx context.Context, key string, r *podRun, pod *corev1.Po
 			at := time.Now()
 			// The container ends with its main process, as in a cgroup:
 			// nothing it started may outlive it.
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			killGroup(p.cmd.Process.Pid, syscall.SIGKILL)
 			_ = p.log.Close()
 			exits <- exit{p.i, exitCode(p.cmd.ProcessState), at}
 		}()
 	}
 	signalAll := func(sig syscall.Signal) {
 		for _, p := range procs {
-			_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+			killGroup(p.cmd.Process.Pid, sig)
 		}
 	}
 	stopping := r.ctx.Done()
@@ -613,9 +613,7 @@ func startProcess(i int, name, dir, work string, env, av []string) (*proc, error
 	}
 	cmd := exec.Command(av[0], av[1:]...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = work, env, logf, logf
-	// Its own process group, so that deleting the pod kills what it started
-	// too; and killed if this process dies, so that no task outlives it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		_, _ = fmt.Fprintf(logf, "executor local: cannot start %q: %v\n", av[0], err)
 		_ = logf.Close()
