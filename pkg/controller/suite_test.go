@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -178,17 +177,8 @@ func (c *requestCounter) snapshot() map[string]int {
 
 // --- helpers for tests ---
 
-var nsSeq atomic.Int64
-
 // namespace creates a fresh namespace for one test.
-func namespace(t testing.TB) string {
-	t.Helper()
-	name := fmt.Sprintf("t%d-%d", time.Now().UnixNano()%100000, nsSeq.Add(1))
-	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
+func namespace(t testing.TB) string { t.Helper(); return testenv.Namespace(t, k8s, "t") }
 
 func validTaskAction(ns, name string) *flytev1.TaskAction {
 	return &flytev1.TaskAction{
@@ -218,43 +208,22 @@ func create(t testing.TB, ta *flytev1.TaskAction) *flytev1.TaskAction {
 
 func get(t testing.TB, ns, name string) *flytev1.TaskAction {
 	t.Helper()
-	ta := &flytev1.TaskAction{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ta); err != nil {
-		t.Fatalf("get TaskAction %s/%s: %v", ns, name, err)
-	}
-	return ta
+	return testenv.GetTaskAction(t, k8s, ns, name)
 }
 
-// eventually polls cond until it holds or the timeout passes.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, timeout, what, cond)
 }
 
 func waitReason(t testing.TB, ns, name, condType, reason string) *flytev1.TaskAction {
 	t.Helper()
-	var ta *flytev1.TaskAction
-	eventually(t, 20*time.Second, fmt.Sprintf("%s/%s %s reason %s", ns, name, condType, reason), func() bool {
-		ta = get(t, ns, name)
-		c := meta.FindStatusCondition(ta.Status.Conditions, condType)
-		return c != nil && c.Reason == reason
-	})
-	return ta
+	return testenv.WaitReason(t, k8s, ns, name, condType, reason)
 }
 
 func waitPod(t testing.TB, ns, name string) *corev1.Pod {
 	t.Helper()
-	pod := &corev1.Pod{}
-	eventually(t, 20*time.Second, "pod "+ns+"/"+name, func() bool {
-		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pod) == nil
-	})
-	return pod
+	return testenv.WaitPod(t, k8s, ns, name)
 }
 
 func waitPodGone(t testing.TB, ns, name string) {
@@ -274,24 +243,9 @@ func pods(t testing.TB, ns string) []corev1.Pod {
 	return l.Items
 }
 
-// setPodStatus plays the kubelet: it writes the pod's status.
 func setPodStatus(t testing.TB, pod *corev1.Pod, mutate func(*corev1.PodStatus)) {
 	t.Helper()
-	for i := 0; ; i++ {
-		cur := &corev1.Pod{}
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pod), cur); err != nil {
-			t.Fatalf("get pod: %v", err)
-		}
-		base := cur.DeepCopy()
-		mutate(&cur.Status)
-		err := k8s.Status().Patch(context.Background(), cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-		if err == nil {
-			return
-		}
-		if !apierrors.IsConflict(err) || i > 5 {
-			t.Fatalf("patch pod status: %v", err)
-		}
-	}
+	testenv.PatchPodStatus(t, k8s, pod, mutate)
 }
 
 func primary(pod *corev1.Pod) string { return pod.Spec.Containers[0].Name }

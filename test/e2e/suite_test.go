@@ -8,14 +8,11 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -83,16 +80,7 @@ func startExecutorWith(t testing.TB, ns, eventsURL, cacheURL string, mutate func
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-var seq atomic.Int64
-
-func namespace(t testing.TB) string {
-	t.Helper()
-	name := fmt.Sprintf("e2e-%d-%d", time.Now().UnixNano()%100000, seq.Add(1))
-	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
+func namespace(t testing.TB) string { t.Helper(); return testenv.Namespace(t, k8s, "e2e-") }
 
 // taskAction is a valid TaskAction of run `run` (one run per test keeps the
 // events of tests apart).
@@ -119,42 +107,22 @@ func create(t testing.TB, ta *flytev1.TaskAction) {
 
 func get(t testing.TB, ns, name string) *flytev1.TaskAction {
 	t.Helper()
-	ta := &flytev1.TaskAction{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ta); err != nil {
-		t.Fatalf("get %s: %v", name, err)
-	}
-	return ta
+	return testenv.GetTaskAction(t, k8s, ns, name)
 }
 
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	testenv.Eventually(t, timeout, what, cond)
 }
 
 func waitReason(t testing.TB, ns, name, typ, reason string) *flytev1.TaskAction {
 	t.Helper()
-	var ta *flytev1.TaskAction
-	eventually(t, 30*time.Second, fmt.Sprintf("%s %s=%s", name, typ, reason), func() bool {
-		ta = get(t, ns, name)
-		c := meta.FindStatusCondition(ta.Status.Conditions, typ)
-		return c != nil && c.Reason == reason
-	})
-	return ta
+	return testenv.WaitReason(t, k8s, ns, name, typ, reason)
 }
 
 func waitPod(t testing.TB, ns, name string) *corev1.Pod {
 	t.Helper()
-	pod := &corev1.Pod{}
-	eventually(t, 30*time.Second, "pod "+name, func() bool {
-		return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pod) == nil
-	})
-	return pod
+	return testenv.WaitPod(t, k8s, ns, name)
 }
 
 func podCount(t testing.TB, ns string) int {
@@ -166,19 +134,14 @@ func podCount(t testing.TB, ns string) int {
 	return len(l.Items)
 }
 
-// kubelet plays the kubelet for one pod: it writes its status.
+// kubelet plays the kubelet for one pod: Running, or terminated with exit.
 func kubelet(t testing.TB, pod *corev1.Pod, phase corev1.PodPhase, exit int32) {
 	t.Helper()
-	for i := 0; ; i++ {
-		cur := &corev1.Pod{}
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pod), cur); err != nil {
-			t.Fatalf("get pod: %v", err)
-		}
-		base := cur.DeepCopy()
+	testenv.PatchPodStatus(t, k8s, pod, func(st *corev1.PodStatus) {
 		now := metav1.Now()
-		cur.Status.Phase = phase
-		cur.Status.StartTime = &now
-		cs := corev1.ContainerStatus{Name: cur.Spec.Containers[0].Name, Image: cur.Spec.Containers[0].Image}
+		st.Phase = phase
+		st.StartTime = &now
+		cs := corev1.ContainerStatus{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image}
 		switch phase {
 		case corev1.PodRunning:
 			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: now}
@@ -189,15 +152,8 @@ func kubelet(t testing.TB, pod *corev1.Pod, phase corev1.PodPhase, exit int32) {
 			}
 			cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: exit, Reason: reason, StartedAt: now, FinishedAt: now}
 		}
-		cur.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-		err := k8s.Status().Patch(context.Background(), cur, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-		if err == nil {
-			return
-		}
-		if !apierrors.IsConflict(err) || i > 5 {
-			t.Fatalf("patch pod status: %v", err)
-		}
-	}
+		st.ContainerStatuses = []corev1.ContainerStatus{cs}
+	})
 }
 
 // stored returns the events the service stored for one action, as
