@@ -22,6 +22,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 type options struct {
@@ -49,6 +52,8 @@ type options struct {
 }
 
 func main() {
+	// controller-runtime's packages log through this; the harness has its own output.
+	ctrllog.SetLogger(logr.Discard())
 	if len(os.Args) > 1 && os.Args[1] == "floor" {
 		if err := runFloor(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "floor:", err)

@@ -292,7 +292,14 @@ wait:
 		res.ExecutorMetrics[k] = v
 	}
 	for _, name := range []string{"executor_taskaction_attempts_total", "executor_event_batch_events_count", "executor_event_batch_events_sum",
-		"executor_event_batch_failures_total", "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total"} {
+		"executor_event_batch_failures_total", "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
+		"executor_event_batch_duration_seconds_sum", "executor_event_batch_duration_seconds_count",
+		"executor_taskaction_terminal_latency_seconds_sum", "executor_taskaction_terminal_latency_seconds_count",
+		"executor_taskaction_launch_latency_seconds_sum", "executor_taskaction_launch_latency_seconds_count",
+		"controller_runtime_reconcile_time_seconds_sum", "controller_runtime_reconcile_time_seconds_count",
+		"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count", "workqueue_retries_total",
+		"executor_api_request_duration_seconds_sum", "executor_api_request_duration_seconds_count",
+		"rest_client_rate_limiter_duration_seconds_sum", "rest_client_rate_limiter_duration_seconds_count"} {
 		if d := value(ctrlAfter, name) - value(ctrlBefore, name); d != 0 {
 			res.ExecutorMetrics[name] = d
 		}
