@@ -178,6 +178,10 @@ func run(ctx context.Context, o options) error {
 			FinishDelay: o.FinishDelay.String(), Nodes: o.Nodes, QPS: o.QPS, Burst: o.Burst, Creators: o.Creators},
 		Machine: machineInfo(o.Root),
 	}
+	if o.Mode != "floor" {
+		rep.Params.ExecutorBin = o.ExecutorBin
+		rep.Params.ExecutorSHA = fileSHA(o.ExecutorBin)
+	}
 	for _, m := range modes {
 		logf("=== mode %s: %d TaskActions (rate %v/s, fail fraction %.2f)", m, o.N, o.Rate, o.FailFraction)
 		res, err := runMode(ctx, o, m)

@@ -31,6 +31,8 @@ type Params struct {
 	QPS          float64 `json:"controllerQPS"`
 	Burst        int     `json:"controllerBurst"`
 	Creators     int     `json:"creators"`
+	ExecutorBin  string  `json:"executorBinary,omitempty"`
+	ExecutorSHA  string  `json:"executorSHA256,omitempty"`
 }
 
 type Percentiles struct {
@@ -175,6 +177,9 @@ func (r *Report) Markdown(png string) string {
 	p("`%s`\n\n", r.Command)
 	p("Rate %s, fail fraction %.2f, run delay %s, finish delay %s, %d kwok nodes, controller client QPS %.0f / burst %d. ",
 		rateText(r.Params.Rate), r.Params.FailFraction, r.Params.RunDelay, r.Params.FinishDelay, r.Params.Nodes, r.Params.QPS, r.Params.Burst)
+	if r.Params.ExecutorSHA != "" {
+		p("Executor binary %s (sha256 %s). ", r.Params.ExecutorBin, r.Params.ExecutorSHA)
+	}
 	p("Machine: %d CPUs (%s), %d GiB, Linux %s, %s, commit %s, load average at start %s.\n\n",
 		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemoryKiB>>20, r.Machine.Kernel, r.Machine.GoVersion, short(r.Machine.Commit), r.Machine.LoadAvg)
 	fl, ex := r.mode("floor"), r.mode("executor")
