@@ -219,6 +219,8 @@ func registerReplacing(c prometheus.Collector) error {
 // and only the given namespaces (all when none).
 func CacheOptions(namespaces ...string) crcache.Options {
 	o := crcache.Options{
+		// managedFields are a third of a typical object and nothing here reads them.
+		DefaultTransform: crcache.TransformStripManagedFields(),
 		ByObject: map[client.Object]crcache.ByObject{
 			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{ManagedLabel: "true"})},
 		},
