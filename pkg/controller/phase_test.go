@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,30 @@ func TestWriteTracker(t *testing.T) {
 	clk.Step(staleWindow + time.Second)
 	if w.stale(k, "4") {
 		t.Error("the stale window must expire")
+	}
+}
+
+func TestMetaPatch(t *testing.T) {
+	ta := func(labels map[string]string, fins ...string) *flytev1.TaskAction {
+		return &flytev1.TaskAction{ObjectMeta: metav1.ObjectMeta{Labels: labels, Finalizers: fins}}
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new *flytev1.TaskAction
+		want     string
+	}{
+		{"nothing", ta(nil, "f"), ta(nil, "f"), ""},
+		{"add first finalizer", ta(nil), ta(nil, "f"), `add /metadata/finalizers [f]`},
+		{"remove finalizer", ta(nil, "x", "f"), ta(nil, "x"), `test /metadata/finalizers [x f]; add /metadata/finalizers [x]`},
+		{"labels onto none", ta(nil), ta(map[string]string{"a/b": "1"}), `add /metadata/labels map[a/b:1]`},
+		{"escaped label key", ta(map[string]string{"team": "ml"}), ta(map[string]string{"team": "ml", "flyte.org/x~y": "v"}), `add /metadata/labels/flyte.org~1x~0y v`},
+	} {
+		var got []string
+		for _, op := range metaPatch(tc.old, tc.new) {
+			got = append(got, fmt.Sprintf("%s %s %v", op.Op, op.Path, op.Value))
+		}
+		if g := strings.Join(got, "; "); g != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, g, tc.want)
+		}
 	}
 }

@@ -558,6 +558,21 @@ func (r *Reconciler) patchStatus(ctx context.Context, ta *flytev1.TaskAction, st
 // (and the reconcile retries), while unrelated writes (status, other labels)
 // never conflict with it.
 func (r *Reconciler) patchMeta(ctx context.Context, ta *flytev1.TaskAction, mutate func(*flytev1.TaskAction)) error {
+	err := r.patchMetaOnce(ctx, ta, mutate)
+	if !apierrors.IsInvalid(err) || r.APIReader == nil {
+		return err
+	}
+	// The test of the finalizer list failed: our copy was older than the
+	// object. Patch once more from what the API server has now.
+	live := &flytev1.TaskAction{}
+	if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ta), live); gerr != nil {
+		return err
+	}
+	ta.ObjectMeta = live.ObjectMeta
+	return r.patchMetaOnce(ctx, ta, mutate)
+}
+
+func (r *Reconciler) patchMetaOnce(ctx context.Context, ta *flytev1.TaskAction, mutate func(*flytev1.TaskAction)) error {
 	base := ta.DeepCopy()
 	mutate(ta)
 	ops := metaPatch(base, ta)
