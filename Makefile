@@ -12,7 +12,7 @@ K8S_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 60s
 
-.PHONY: all build generate manifests verify-generated test test-unit lint fmt vet envtest tools clean local bench-controller
+.PHONY: all build generate manifests verify-generated test test-unit lint fmt vet envtest tools clean local bench-controller bench bench-tools
 
 all: build
 
@@ -52,6 +52,19 @@ test-unit:
 # local: the whole system on this machine, in the foreground; ARGS=--demo runs the samples.
 local: envtest build
 	$(BIN)/executor local $(ARGS)
+
+# bench: the executor against a floor controller on a kwok rig (docs/benchmark.md).
+KWOK_VERSION := v0.8.0
+BENCH_FLAGS ?=
+bench: envtest build bench-tools
+	go run ./bench $(BENCH_FLAGS)
+
+bench-tools: $(BIN)/kwok $(K8S_BIN)/kube-scheduler
+$(BIN)/kwok:
+	GOBIN=$(BIN) go install sigs.k8s.io/kwok/cmd/kwok@$(KWOK_VERSION)
+$(K8S_BIN)/kube-scheduler: hack/k8s/go.mod hack/k8s/go.sum
+	mkdir -p $(K8S_BIN)
+	cd hack/k8s && go build -ldflags "$(K8S_LDFLAGS)" -o $(K8S_BIN)/ k8s.io/kubernetes/cmd/kube-scheduler
 
 # bench-controller: API requests per TaskAction of the reconciler against envtest.
 bench-controller: envtest
