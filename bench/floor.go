@@ -207,8 +207,6 @@ func (f *floor) reconcile(ctx context.Context, key types.NamespacedName) error {
 	cond.ObservedGeneration = ta.Generation
 	patched := ta.DeepCopy()
 	meta.SetStatusCondition(&patched.Status.Conditions, cond)
-	patched.Status.CompletedAt = &now
-	patched.Status.PodName = pod.Name
 	if err := f.client.Status().Patch(ctx, patched, client.MergeFrom(&ta)); err != nil {
 		return err
 	}

@@ -230,24 +230,38 @@ const (
 	ReasonPluginNotFound   = "PluginNotFound"
 	ReasonInvalidSpec      = "InvalidSpec"
 	ReasonTimedOut         = "TimedOut"
+	// ReasonPaused: a condition action waits for its signal.
+	ReasonPaused = "Paused"
+	// ReasonSignaled: a condition action received its signal.
+	ReasonSignaled = "Signaled"
 )
 
-// CacheStatus is the outcome of consulting the task-output cache.
-// +kubebuilder:validation:Enum=DISABLED;MISS;HIT;POPULATED;LOOKUP_FAILURE;PUT_FAILURE;SKIPPED
-type CacheStatus string
+// CacheStatus is the outcome of consulting the task-output cache: Flyte's
+// core.CatalogCacheStatus, stored as its integer value.
+type CacheStatus int32
 
 const (
-	CacheDisabled      CacheStatus = "DISABLED"
-	CacheMiss          CacheStatus = "MISS"
-	CacheHit           CacheStatus = "HIT"
-	CachePopulated     CacheStatus = "POPULATED"
-	CacheLookupFailure CacheStatus = "LOOKUP_FAILURE"
-	CachePutFailure    CacheStatus = "PUT_FAILURE"
-	CacheSkipped       CacheStatus = "SKIPPED"
+	CacheDisabled      CacheStatus = 0
+	CacheMiss          CacheStatus = 1
+	CacheHit           CacheStatus = 2
+	CachePopulated     CacheStatus = 3
+	CacheLookupFailure CacheStatus = 4
+	CachePutFailure    CacheStatus = 5
+	CacheSkipped       CacheStatus = 6
+	CacheEvicted       CacheStatus = 7
 )
 
-// ErrorKind says whose fault a failure is.
-// +kubebuilder:validation:Enum=USER;SYSTEM
+var cacheStatusNames = [...]string{"DISABLED", "MISS", "HIT", "POPULATED", "LOOKUP_FAILURE", "PUT_FAILURE", "SKIPPED", "EVICTED"}
+
+// String is the status's name without Flyte's CACHE_ prefix (e.g. HIT).
+func (c CacheStatus) String() string {
+	if c >= 0 && int(c) < len(cacheStatusNames) {
+		return cacheStatusNames[c]
+	}
+	return "UNKNOWN"
+}
+
+// ErrorKind says whose fault a failure is (USER or SYSTEM).
 type ErrorKind string
 
 const (
@@ -255,9 +269,10 @@ const (
 	ErrorKindSystem ErrorKind = "SYSTEM"
 )
 
-// ErrorState is the structured error of the last failed attempt.
+// ErrorState is the structured error of the last failure.
 type ErrorState struct {
-	Code string `json:"code"`
+	// +optional
+	Code string `json:"code,omitempty"`
 	// +optional
 	Kind ErrorKind `json:"kind,omitempty"`
 	// +optional
@@ -272,65 +287,67 @@ type PhaseTransition struct {
 	Message string `json:"message,omitempty"`
 }
 
-// TaskActionStatus is what the executor observed and decided.
+// TaskActionStatus has exactly the fields (names and types) of Flyte's
+// TaskAction status, so that Flyte's actions service, which writes status with
+// a full update from its own type, drops nothing the executor needs. What the
+// executor keeps beyond them lives in PluginState or is derived again (pod of
+// the attempt, attempt start, completion time).
 type TaskActionStatus struct {
+	// StateJSON is the action's state as Flyte's UI reads it.
 	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	StateJSON string `json:"stateJson,omitempty"`
+
+	// PluginState is opaque state the executor keeps between reconciles.
+	// +optional
+	PluginState []byte `json:"pluginState,omitempty"`
+
+	// PluginStateVersion is the format version of PluginState.
+	// +optional
+	PluginStateVersion uint8 `json:"pluginStateVersion,omitempty"`
+
+	// PluginPhase is the plugin's view of the phase last reported.
+	// +optional
+	PluginPhase string `json:"pluginPhase,omitempty"`
+
+	// PluginPhaseVersion is the version of the last event reported for the current attempt.
+	// +optional
+	PluginPhaseVersion uint32 `json:"pluginPhaseVersion,omitempty"`
+
+	// Attempts is the current attempt, 1-based.
+	// +optional
+	Attempts uint32 `json:"attempts,omitempty"`
+
+	// SystemFailures counts consecutive system failures of the current attempt.
+	// +optional
+	SystemFailures uint32 `json:"systemFailures,omitempty"`
+
+	// CacheStatus is Flyte's core.CatalogCacheStatus (0 DISABLED .. 7 EVICTED).
+	// +optional
+	CacheStatus CacheStatus `json:"cacheStatus,omitempty"`
 
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// PhaseHistory is the append-only timeline of phases.
+	// PhaseHistory is the timeline of phases, bounded in length.
 	// +optional
 	PhaseHistory []PhaseTransition `json:"phaseHistory,omitempty"`
-
-	// Attempts is the current attempt, 1-based.
-	// +optional
-	Attempts int32 `json:"attempts,omitempty"`
-
-	// SystemFailures counts consecutive system failures of the current attempt.
-	// +optional
-	SystemFailures int32 `json:"systemFailures,omitempty"`
-
-	// PluginPhase is the plugin's view of the phase.
-	// +optional
-	PluginPhase string `json:"pluginPhase,omitempty"`
-
-	// PluginPhaseVersion increases when the phase stays but its details change.
-	// +optional
-	PluginPhaseVersion int32 `json:"pluginPhaseVersion,omitempty"`
-
-	// PluginState is opaque state the plugin keeps between reconciles.
-	// +optional
-	PluginState string `json:"pluginState,omitempty"`
-
-	// +optional
-	CacheStatus CacheStatus `json:"cacheStatus,omitempty"`
 
 	// +optional
 	ErrorState *ErrorState `json:"errorState,omitempty"`
 
-	// PodName is the pod of the current attempt.
+	// SignalValue is the serialized value a condition action was signalled with.
 	// +optional
-	PodName string `json:"podName,omitempty"`
+	SignalValue []byte `json:"signalValue,omitempty"`
 
-	// StartedAt is when the first attempt started.
+	// SignalledBy names who signalled a condition action.
 	// +optional
-	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	SignalledBy string `json:"signalledBy,omitempty"`
 
-	// AttemptStartedAt is when the current attempt's pod was created; timeouts count from it.
+	// SignalledAt is when a condition action was signalled.
 	// +optional
-	AttemptStartedAt *metav1.Time `json:"attemptStartedAt,omitempty"`
-
-	// SystemRetryAt holds back the relaunch after a system failure (backoff).
-	// +optional
-	SystemRetryAt *metav1.Time `json:"systemRetryAt,omitempty"`
-
-	// CompletedAt is when the TaskAction became terminal.
-	// +optional
-	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	SignalledAt *metav1.Time `json:"signalledAt,omitempty"`
 }
 
 // TaskAction is one task of a workflow run, executed by the executor.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -268,18 +267,16 @@ func shouldDelete(ta *flytev1.TaskAction, now time.Time, maxTTL time.Duration) (
 }
 
 // isTerminal is the status's own word, not the label's.
-func isTerminal(ta *flytev1.TaskAction) bool {
-	return ta.Status.CompletedAt != nil ||
-		meta.IsStatusConditionTrue(ta.Status.Conditions, flytev1.ConditionSucceeded) ||
-		meta.IsStatusConditionTrue(ta.Status.Conditions, flytev1.ConditionFailed)
-}
+func isTerminal(ta *flytev1.TaskAction) bool { return controller.IsTerminal(ta) }
 
-// terminalTime is when ta became terminal: status.completedAt, or else the
-// end of the minute its completed-time label names, so that the label's
-// minute precision never makes a TaskAction go before maxTTL has passed.
+// terminalTime is when the executor recorded ta's end (its Succeeded or Failed
+// condition, written when the end was recorded, not when the pod finished: an
+// outage longer than the TTL does not make a fresh result collectable at once),
+// or else the end of the minute its completed-time label names, so that the
+// label's minute precision never makes a TaskAction go before maxTTL has passed.
 func terminalTime(ta *flytev1.TaskAction) (time.Time, bool) {
-	if ta.Status.CompletedAt != nil {
-		return ta.Status.CompletedAt.Time, true
+	if at, ok := controller.CompletedAt(ta); ok {
+		return at, true
 	}
 	v := ta.Labels[controller.CompletedTimeLabel]
 	if v == "" {

@@ -203,10 +203,10 @@ func (s *sample) check() string {
 	switch {
 	case failed != s.wantFailed:
 		msg = fmt.Sprintf("%s ended %s, expected %s", s.ta.Name, s.phase(), s.want())
-	case s.attempts > 0 && st.Attempts != s.attempts:
+	case s.attempts > 0 && st.Attempts != uint32(s.attempts):
 		msg = fmt.Sprintf("%s ended %s after %d attempts, expected %d", s.ta.Name, s.phase(), st.Attempts, s.attempts)
 	case s.cacheHit && st.CacheStatus != flytev1.CacheHit:
-		return fmt.Sprintf("%s ended with cache status %q, expected HIT (is the cache service running at the cacheServiceURL?)", s.ta.Name, st.CacheStatus)
+		return fmt.Sprintf("%s ended with cache status %q, expected HIT (is the cache service running at the cacheServiceURL?)", s.ta.Name, st.CacheStatus.String())
 	default:
 		return ""
 	}
@@ -228,8 +228,8 @@ func demoTable(samples []*sample, now time.Time) (table string, done bool, bad [
 		if s.applied && !s.ta.CreationTimestamp.IsZero() {
 			age = now.Sub(s.ta.CreationTimestamp.Time).Truncate(time.Second).String()
 		}
-		cache := string(s.ta.Status.CacheStatus)
-		if cache == "" {
+		cache := s.ta.Status.CacheStatus.String()
+		if s.ta.Status.CacheStatus == flytev1.CacheDisabled {
 			cache = "-"
 		}
 		mark := ""

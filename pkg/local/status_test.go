@@ -360,7 +360,7 @@ func TestLoadSamples(t *testing.T) {
 
 	// The table's verdicts.
 	now := time.Now()
-	done := func(s *sample, typ, reason string, attempts int32, cache flytev1.CacheStatus) {
+	done := func(s *sample, typ, reason string, attempts uint32, cache flytev1.CacheStatus) {
 		s.applied = true
 		s.ta.CreationTimestamp = metav1.NewTime(now.Add(-5 * time.Second))
 		s.ta.Status = flytev1.TaskActionStatus{Attempts: attempts, CacheStatus: cache,
@@ -372,8 +372,8 @@ func TestLoadSamples(t *testing.T) {
 	if _, finished, bad := demoTable(samples, now); finished || len(bad) > 0 {
 		t.Errorf("nothing applied: done %v bad %v", finished, bad)
 	}
-	done(got["hello"], flytev1.ConditionSucceeded, flytev1.ReasonCompleted, 1, "")
-	done(got["exit-3"], flytev1.ConditionFailed, flytev1.ReasonPermanentFailure, 3, "")
+	done(got["hello"], flytev1.ConditionSucceeded, flytev1.ReasonCompleted, 1, flytev1.CacheDisabled)
+	done(got["exit-3"], flytev1.ConditionFailed, flytev1.ReasonPermanentFailure, 3, flytev1.CacheDisabled)
 	done(got["cached"], flytev1.ConditionSucceeded, flytev1.ReasonCompleted, 1, flytev1.CachePopulated)
 	done(got["cached-again"], flytev1.ConditionSucceeded, flytev1.ReasonCompleted, 1, flytev1.CacheHit)
 	table, finished, bad := demoTable(samples, now)
@@ -384,7 +384,7 @@ func TestLoadSamples(t *testing.T) {
 		t.Errorf("table:\n%s", table)
 	}
 	done(got["cached-again"], flytev1.ConditionSucceeded, flytev1.ReasonCompleted, 1, flytev1.CacheMiss)
-	done(got["exit-3"], flytev1.ConditionFailed, flytev1.ReasonPermanentFailure, 1, "")
+	done(got["exit-3"], flytev1.ConditionFailed, flytev1.ReasonPermanentFailure, 1, flytev1.CacheDisabled)
 	if _, finished, bad := demoTable(samples, now); !finished || len(bad) != 2 {
 		t.Errorf("a miss and too few attempts: bad = %q", bad)
 	}

@@ -55,6 +55,11 @@ var (
 		Help: "System failures of attempts, by error code.",
 	}, []string{"code"})
 
+	quotaRefusals = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "taskaction_quota_refusals_total",
+		Help: "Pod creates refused for exceeding a resource quota; the attempt waits with backoff and no user attempt is consumed.",
+	})
+
 	launchLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: Namespace, Name: "taskaction_launch_latency_seconds",
 		Help:    "Time from a TaskAction's creation to the launch of its first pod.",
@@ -103,7 +108,7 @@ var (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(
-		transitions, attempts, retries, systemFailures, launchLatency, terminalLatency,
+		transitions, attempts, retries, systemFailures, quotaRefusals, launchLatency, terminalLatency,
 		eventBatchSize, eventBatchLatency, eventBatchFailures, cacheLookups,
 		gcDeletions, gcSweepDuration,
 		apiRequests, apiRequestDuration,
@@ -123,6 +128,9 @@ func Retry() { retries.Inc() }
 
 // SystemFailure counts one system failure with its error code.
 func SystemFailure(code string) { systemFailures.WithLabelValues(code).Inc() }
+
+// QuotaRefusal counts a pod create refused by a resource quota.
+func QuotaRefusal() { quotaRefusals.Inc() }
 
 // ObserveLaunchLatency records the time from creation to the first pod launch.
 func ObserveLaunchLatency(d time.Duration) { launchLatency.Observe(seconds(d)) }

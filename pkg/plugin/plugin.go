@@ -82,6 +82,9 @@ type TaskContext struct {
 	// Attempt is 1-based.
 	Attempt  int32
 	Settings Settings
+	// Now is the reconcile's time: the one clock of decisions and observations
+	// (grace periods). Zero means the plugin reads its own clock.
+	Now time.Time
 }
 
 // Plugin runs one family of task types.
@@ -98,7 +101,9 @@ type Plugin interface {
 	Launch(ctx context.Context, c client.Client, tc TaskContext) error
 	// Observe reads the attempt's state from r (normally the informer cache).
 	Observe(ctx context.Context, r client.Reader, tc TaskContext) (Observation, error)
-	// Abort stops the attempt; stopping what is already gone is success.
+	// Abort stops the attempt; stopping what is already gone is success. The
+	// reconciler itself deletes the attempt's primary object (with a UID
+	// precondition); Abort is for what a plugin holds beyond it.
 	Abort(ctx context.Context, c client.Client, tc TaskContext) error
 	// Finalize releases what the plugin holds once the TaskAction is done.
 	Finalize(ctx context.Context, c client.Client, tc TaskContext) error

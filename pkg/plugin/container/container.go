@@ -160,7 +160,11 @@ func (p *Plugin) Observe(ctx context.Context, r client.Reader, tc plugin.TaskCon
 		// Not this attempt's pod; Launch reports the name conflict.
 		return plugin.Observation{Phase: plugin.PhaseNotStarted, Message: fmt.Sprintf("pod %s is not owned by this TaskAction", key)}, nil
 	}
-	return ObservePod(pod, p.now(), tc.Settings), nil
+	now := tc.Now
+	if now.IsZero() {
+		now = p.now()
+	}
+	return ObservePod(pod, now, tc.Settings), nil
 }
 
 // Abort deletes the attempt's pod (in the background: its owner is done with

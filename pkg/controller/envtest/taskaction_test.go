@@ -1,4 +1,4 @@
-package controller_test
+package envtest_test
 
 import (
 	"context"
@@ -29,8 +29,8 @@ func TestHappyPath(t *testing.T) {
 	if !containsString(got.Finalizers, controller.Finalizer) {
 		t.Errorf("finalizer missing: %v", got.Finalizers)
 	}
-	if got.Status.Attempts != 1 || got.Status.PodName != "happy-0" || got.Status.StartedAt == nil {
-		t.Errorf("status after launch: attempts=%d pod=%q startedAt=%v", got.Status.Attempts, got.Status.PodName, got.Status.StartedAt)
+	if got.Status.Attempts != 1 || len(got.Status.PhaseHistory) != 1 || got.Status.PluginStateVersion != 1 {
+		t.Errorf("status after launch: attempts=%d history=%v pluginState=%s", got.Status.Attempts, got.Status.PhaseHistory, got.Status.PluginState)
 	}
 	// The pod is ours, labelled, and runs what the template says.
 	if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != ta.UID || ref.Kind != "TaskAction" {
@@ -60,8 +60,9 @@ func TestHappyPath(t *testing.T) {
 	if c := meta.FindStatusCondition(got.Status.Conditions, flytev1.ConditionProgressing); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Progressing after success = %+v", c)
 	}
-	if got.Status.CompletedAt == nil {
-		t.Error("completedAt not set")
+	completedAt, ok := controller.CompletedAt(got)
+	if !ok {
+		t.Error("no completion time")
 	}
 	var phases []string
 	for _, h := range got.Status.PhaseHistory {
@@ -74,7 +75,7 @@ func TestHappyPath(t *testing.T) {
 		got = get(t, ns, ta.Name)
 		return got.Labels[controller.TerminationStatusLabel] == "terminated" && got.Labels[controller.CompletedTimeLabel] != "" && len(got.Finalizers) == 0
 	})
-	if want := got.Status.CompletedAt.UTC().Format(controller.CompletedTimeLabelFormat); got.Labels[controller.CompletedTimeLabel] != want {
+	if want := completedAt.UTC().Format(controller.CompletedTimeLabelFormat); got.Labels[controller.CompletedTimeLabel] != want {
 		t.Errorf("completed-time label = %q, want %q", got.Labels[controller.CompletedTimeLabel], want)
 	}
 	evs := eventsOf(ns, "happy")
@@ -254,7 +255,7 @@ func TestSystemFailureCeilingPodDeletedAgainAndAgain(t *testing.T) {
 		}
 		if i < 4 {
 			eventually(t, 10*time.Second, "system failure counted", func() bool {
-				return get(t, ns, "deleted").Status.SystemFailures == int32(i)
+				return get(t, ns, "deleted").Status.SystemFailures == uint32(i)
 			})
 		}
 	}
@@ -317,7 +318,8 @@ func TestTimeout(t *testing.T) {
 	if es := got.Status.ErrorState; es == nil || es.Code != "Timeout" {
 		t.Errorf("errorState = %+v", es)
 	}
-	if d := got.Status.CompletedAt.Sub(got.Status.AttemptStartedAt.Time); d < 2*time.Second {
+	completedAt, _ := controller.CompletedAt(got)
+	if d := completedAt.Sub(pod.CreationTimestamp.Time); d < 2*time.Second {
 		t.Errorf("timed out after %v, before the 2s timeout", d)
 	}
 	waitPodGone(t, ns, "slow-0")

@@ -1,0 +1,269 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/metrics"
+	"github.com/taskaction/executor/pkg/plugin"
+)
+
+// apply carries out a plan in the order that makes a crash anywhere safe:
+//  1. report the events and wait for the events service's acknowledgement
+//     (a crash before the status write re-sends them with the same identity);
+//  2. persist the status that records them (merge patch, changed fields only);
+//  3. destroy: delete pods (exactly the ones gathered: UID precondition),
+//     release the cache reservation, then label and let go of the TaskAction.
+//
+// Nothing is destroyed before the decision that destroys it is durable, so the
+// next reconcile always finds the evidence or the decision.
+func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan Plan) (ctrl.Result, error) {
+	ta := w.TA
+	if plan.AddFinalizer {
+		if err := r.addFinalizer(ctx, ta); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	for _, ev := range plan.Events {
+		if err := r.Recorder.Record(ctx, ev); err != nil {
+			r.warn(ta, EventActionEventPublishError, "PublishingActionEvent", fmt.Sprintf("failed to report %s of attempt %d: %v", ev.Phase, ev.Attempt, err))
+			r.countTransitions(plan, metrics.OutcomeError)
+			return ctrl.Result{}, fmt.Errorf("report %s event of attempt %d: %w", ev.Phase, ev.Attempt, err)
+		}
+	}
+	if err := r.patchStatus(ctx, ta, &plan.Status); err != nil {
+		r.countTransitions(plan, metrics.OutcomeError)
+		return ctrl.Result{}, err
+	}
+	r.countTransitions(plan, metrics.OutcomeOK)
+	r.countPlan(plan)
+	for _, wn := range plan.Warnings {
+		r.warn(ta, wn.Reason, wn.Action, wn.Note)
+	}
+
+	for _, ref := range plan.Delete {
+		if err := r.deleteObject(ctx, p, ta.Namespace, ref); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if key, ok := cacheKey(w); ok && r.Cache != nil {
+		switch {
+		case plan.ReleaseReservation:
+			if err := r.Cache.ReleaseReservation(ctx, key, cacheOwner(w)); err != nil {
+				log.FromContext(ctx).Info("could not release the cache reservation; it will expire", "key", key.String(), "error", err.Error())
+			}
+		case plan.ExtendReservation:
+			if _, err := r.Cache.GetOrExtendReservation(ctx, key, cacheOwner(w), r.Options.RequeueDuration); err != nil {
+				log.FromContext(ctx).Info("cache reservation heartbeat failed", "key", key.String(), "error", err.Error())
+			}
+		}
+	}
+	if plan.Finish || plan.RemoveFinalizer {
+		if p != nil && controllerutil.ContainsFinalizer(ta, Finalizer) {
+			if err := p.Finalize(ctx, r.Client, r.taskContext(ta, w.Task, max(ta.Status.Attempts, 1), r.Clock.Now())); err != nil {
+				return ctrl.Result{}, fmt.Errorf("finalize: %w", err)
+			}
+		}
+	}
+	if plan.Finish {
+		if err := r.finish(ctx, ta); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if plan.RemoveFinalizer {
+		err := r.patchMeta(ctx, ta, func(o *flytev1.TaskAction) { controllerutil.RemoveFinalizer(o, Finalizer) })
+		if err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+		}
+		r.taReleased.add(client.ObjectKeyFromObject(ta), ta.UID)
+	}
+	return ctrl.Result{RequeueAfter: plan.WakeAfter}, nil
+}
+
+func (r *Reconciler) countTransitions(plan Plan, outcome string) {
+	for _, n := range plan.Recorded {
+		metrics.Transition(n, outcome)
+	}
+}
+
+func (r *Reconciler) countPlan(plan Plan) {
+	m := plan.Metrics
+	if m.Attempt {
+		metrics.Attempt()
+	}
+	if m.LaunchLatency > 0 {
+		metrics.ObserveLaunchLatency(m.LaunchLatency)
+	}
+	if m.TerminalLatency > 0 {
+		metrics.ObserveTerminalLatency(m.TerminalLatency)
+	}
+	if m.Retry {
+		metrics.Retry()
+	}
+	if m.SystemFailure != "" {
+		metrics.SystemFailure(m.SystemFailure)
+	}
+	if m.QuotaRefusal {
+		metrics.QuotaRefusal()
+	}
+	if m.CacheLookup != "" {
+		metrics.CacheLookup(m.CacheLookup)
+	}
+}
+
+// deleteObject deletes exactly the object gathered (UID precondition): a
+// successor of the same name, or an object gone already, is left alone.
+func (r *Reconciler) deleteObject(ctx context.Context, p plugin.Plugin, namespace string, ref objectRef) error {
+	if p == nil || ref.UID == "" {
+		return nil
+	}
+	obj := newObject(p)
+	obj.SetNamespace(namespace)
+	obj.SetName(ref.Name)
+	uid := ref.UID
+	err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return fmt.Errorf("delete %s/%s: %w", namespace, ref.Name, err)
+}
+
+// finish labels a terminal TaskAction for the garbage collector and releases
+// its finalizer in one write: nothing is left to abort or report.
+func (r *Reconciler) finish(ctx context.Context, ta *flytev1.TaskAction) error {
+	completed, ok := CompletedAt(ta)
+	if !ok {
+		completed = r.Clock.Now()
+	}
+	if ta.Labels[TerminationStatusLabel] == TerminationStatusValue && ta.Labels[CompletedTimeLabel] != "" && !controllerutil.ContainsFinalizer(ta, Finalizer) {
+		return nil
+	}
+	return r.patchMeta(ctx, ta, func(o *flytev1.TaskAction) {
+		if o.Labels == nil {
+			o.Labels = map[string]string{}
+		}
+		o.Labels[TerminationStatusLabel] = TerminationStatusValue
+		if o.Labels[CompletedTimeLabel] == "" {
+			o.Labels[CompletedTimeLabel] = completed.UTC().Format(CompletedTimeLabelFormat)
+		}
+		controllerutil.RemoveFinalizer(o, Finalizer)
+	})
+}
+
+// patchStatus writes only the status fields that changed, by merge patch.
+func (r *Reconciler) patchStatus(ctx context.Context, ta *flytev1.TaskAction, st *flytev1.TaskActionStatus) error {
+	if equality.Semantic.DeepEqual(ta.Status, *st) {
+		return nil
+	}
+	base := ta.DeepCopy()
+	ta.Status = *st
+	if err := r.Client.Status().Patch(ctx, ta, client.MergeFrom(base)); err != nil {
+		ta.Status = base.Status
+		return fmt.Errorf("patch status: %w", err)
+	}
+	r.taWrites.wrote(client.ObjectKeyFromObject(ta), ta.ResourceVersion)
+	return nil
+}
+
+func (r *Reconciler) warn(ta *flytev1.TaskAction, reason, action, note string) {
+	if r.KubeEvents != nil {
+		r.KubeEvents.Eventf(ta, nil, corev1.EventTypeWarning, reason, action, "%s", truncate(note, 1024))
+	}
+}
+
+func equalPodStatus(a, b *corev1.Pod) bool { return equality.Semantic.DeepEqual(a.Status, b.Status) }
+
+// patchMeta changes labels or finalizers with a JSON patch that tests the
+// finalizer list it replaces: a concurrent change of that list fails the patch
+// (and the reconcile retries), while unrelated writes (status, other labels)
+// never conflict with it.
+func (r *Reconciler) patchMeta(ctx context.Context, ta *flytev1.TaskAction, mutate func(*flytev1.TaskAction)) error {
+	err := r.patchMetaOnce(ctx, ta, mutate)
+	if !apierrors.IsInvalid(err) || r.APIReader == nil {
+		return err
+	}
+	// The test of the finalizer list failed: our copy was older than the
+	// object. Patch once more from what the API server has now.
+	live := &flytev1.TaskAction{}
+	if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ta), live); gerr != nil {
+		return err
+	}
+	ta.ObjectMeta = live.ObjectMeta
+	return r.patchMetaOnce(ctx, ta, mutate)
+}
+
+func (r *Reconciler) patchMetaOnce(ctx context.Context, ta *flytev1.TaskAction, mutate func(*flytev1.TaskAction)) error {
+	base := ta.DeepCopy()
+	mutate(ta)
+	ops := metaPatch(base, ta)
+	if len(ops) == 0 {
+		return nil
+	}
+	raw, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Patch(ctx, ta, client.RawPatch(types.JSONPatchType, raw)); err != nil {
+		ta.ObjectMeta = base.ObjectMeta
+		return err
+	}
+	r.taWrites.wrote(client.ObjectKeyFromObject(ta), ta.ResourceVersion)
+	return nil
+}
+
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// metaPatch lists the JSON patch operations that turn old's labels and
+// finalizers into new's.
+func metaPatch(old, new *flytev1.TaskAction) []jsonPatchOp {
+	var ops []jsonPatchOp
+	if !equality.Semantic.DeepEqual(old.Finalizers, new.Finalizers) {
+		fins := new.Finalizers
+		if fins == nil {
+			fins = []string{}
+		}
+		if old.Finalizers != nil {
+			ops = append(ops, jsonPatchOp{Op: "test", Path: "/metadata/finalizers", Value: old.Finalizers})
+		}
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/finalizers", Value: fins})
+	}
+	if !equality.Semantic.DeepEqual(old.Labels, new.Labels) {
+		if old.Labels == nil {
+			ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/labels", Value: new.Labels})
+		} else {
+			keys := make([]string, 0, len(new.Labels))
+			for k := range new.Labels {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if v, ok := old.Labels[k]; !ok || v != new.Labels[k] {
+					ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/labels/" + jsonPointerEscape(k), Value: new.Labels[k]})
+				}
+			}
+		}
+	}
+	return ops
+}
+
+func jsonPointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}

@@ -1,0 +1,343 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/task"
+)
+
+// Field indexes of the informer cache.
+const (
+	// ownerIndex indexes plugin objects by the UID of their TaskAction controller.
+	ownerIndex = "flyte.org/controller-uid"
+	// identityIndex indexes TaskActions by the identity their events carry.
+	identityIndex = "flyte.org/action-identity"
+)
+
+// controllerUID is the UID of obj's TaskAction controller, if any.
+func controllerUID(obj client.Object) []string {
+	if o := metav1.GetControllerOfNoCopy(obj); o != nil && isTaskActionRef(o) {
+		return []string{string(o.UID)}
+	}
+	return nil
+}
+
+func isTaskActionRef(o *metav1.OwnerReference) bool {
+	return o.Kind == "TaskAction" && o.APIVersion == flytev1.GroupVersion.String()
+}
+
+// actionIdentity is what the events service tells actions apart by.
+func actionIdentity(obj client.Object) []string {
+	ta, ok := obj.(*flytev1.TaskAction)
+	if !ok || !identified(ta) {
+		return nil
+	}
+	s := ta.Spec
+	return []string{s.Project + "/" + s.Domain + "/" + s.RunName + "/" + s.ActionName}
+}
+
+// gather reads everything the decision needs: the decoded task, the current
+// attempt's pod (from the label-scoped cache, its controller checked by UID),
+// the pods of earlier attempts, and the cache's answer before a launch.
+func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now time.Time) (World, plugin.Plugin, error) {
+	w := World{TA: ta}
+	if ta.Spec.ActionType == flytev1.ActionTypeCondition {
+		w.ConditionTimeout, w.SpecErr = conditionTimeout(conditionSpec(ta))
+		return w, nil, nil
+	}
+	t, err := task.FromTaskAction(ta)
+	if err != nil {
+		t = nil
+	}
+	w.Task, w.SpecErr = t, specError(ta, t, err)
+	typ := ta.Spec.TaskType
+	if t != nil && t.Type != "" {
+		typ = t.Type
+	}
+	p, err := r.Registry.Resolve(typ)
+	if err != nil {
+		w.PluginErr = err
+		return w, nil, nil
+	}
+	attempt := max(ta.Status.Attempts, 1)
+	tc := r.taskContext(ta, t, attempt, now)
+	if w.Pod, err = r.readResource(ctx, p, tc); err != nil {
+		return w, p, err
+	}
+	key := types.NamespacedName{Namespace: ta.Namespace, Name: w.Pod.Name}
+	if w.Pod.Holder == holderNone {
+		if w.PodCacheBehind, err = r.podCacheBehind(ctx, p, key); err != nil {
+			return w, p, err
+		}
+	} else {
+		r.podCreates.forget(key)
+	}
+	if controllerutil.ContainsFinalizer(ta, Finalizer) && attempt > 1 {
+		if w.Others, err = r.earlierAttempts(ctx, p, ta, t, attempt, now); err != nil {
+			return w, p, err
+		}
+	}
+	if IsTerminal(ta) || !ta.DeletionTimestamp.IsZero() || w.SpecErr != nil {
+		return w, p, nil
+	}
+	if w.Duplicate, err = r.duplicateOf(ctx, ta); err != nil {
+		return w, p, err
+	}
+	s := readState(&ta.Status, attempt)
+	waiting := s.RetryAt != nil && now.Before(s.RetryAt.Time)
+	if shouldAskCache(w) && w.Pod.Holder == holderNone && s.Pod == "" && !waiting && !w.PodCacheBehind {
+		w.Cache = r.askCache(ctx, w)
+	}
+	return w, p, nil
+}
+
+// conditionSpec is spec.conditionSpec, Flyte's serialized ConditionAction.
+// The CRD does not carry the field yet (the API change adds it); until then a
+// condition waits for its signal without a timeout.
+func conditionSpec(*flytev1.TaskAction) []byte { return nil }
+
+// newObject is an empty object of the plugin's primary type.
+func newObject(p plugin.Plugin) client.Object {
+	proto := p.WatchedTypes()[0]
+	return reflect.New(reflect.TypeOf(proto).Elem()).Interface().(client.Object)
+}
+
+// readResource reads the object under the attempt's name and classifies who
+// controls it; the plugin reads its phase only from an object of ours.
+func (r *Reconciler) readResource(ctx context.Context, p plugin.Plugin, tc plugin.TaskContext) (resource, error) {
+	res := resource{Name: p.ResourceName(tc)}
+	obj := newObject(p)
+	key := types.NamespacedName{Namespace: tc.TaskAction.Namespace, Name: res.Name}
+	if err := r.Client.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return res, nil
+		}
+		return res, fmt.Errorf("read %s: %w", key, err)
+	}
+	return r.describe(ctx, p, tc, obj)
+}
+
+func (r *Reconciler) describe(ctx context.Context, p plugin.Plugin, tc plugin.TaskContext, obj client.Object) (resource, error) {
+	res := resource{Name: obj.GetName(), UID: obj.GetUID(), Created: obj.GetCreationTimestamp().Time, Deleting: obj.GetDeletionTimestamp() != nil}
+	o := metav1.GetControllerOfNoCopy(obj)
+	switch {
+	case o != nil && isTaskActionRef(o) && o.UID == tc.TaskAction.UID:
+		res.Holder = holderUs
+	case o != nil && isTaskActionRef(o) && o.Name == tc.TaskAction.Name:
+		res.Holder = holderEarlier
+	default:
+		res.Holder = holderForeign
+		return res, nil
+	}
+	if res.Holder == holderUs {
+		obs, err := p.Observe(ctx, objectReader{obj}, tc)
+		if err != nil {
+			return res, fmt.Errorf("observe %s: %w", res.Name, err)
+		}
+		res.Obs = obs
+	}
+	return res, nil
+}
+
+// podCacheBehind says whether the cache has not yet seen a pod this process
+// created under key. Once the pod informer has synced past the create, a
+// missing pod is confirmed once with the API server (a pod deleted right
+// after its create; the informer's store may also trail its sync point).
+func (r *Reconciler) podCacheBehind(ctx context.Context, p plugin.Plugin, key types.NamespacedName) (bool, error) {
+	rv, ok := r.podCreates.version(key)
+	if !ok {
+		return false, nil
+	}
+	if r.podSynced != nil && !syncedPast(r.podSynced(), rv) {
+		return true, nil
+	}
+	if r.APIReader == nil {
+		r.podCreates.forget(key)
+		return false, nil
+	}
+	switch err := r.APIReader.Get(ctx, key, newObject(p)); {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		r.podCreates.forget(key)
+		return false, nil
+	default:
+		return false, fmt.Errorf("read %s: %w", key, err)
+	}
+}
+
+// earlierAttempts lists the objects of earlier attempts that this TaskAction
+// controls and that are still there.
+func (r *Reconciler) earlierAttempts(ctx context.Context, p plugin.Plugin, ta *flytev1.TaskAction, t *task.Task, attempt uint32, now time.Time) ([]resource, error) {
+	names := map[string]bool{}
+	for a := uint32(1); a < attempt; a++ {
+		names[p.ResourceName(r.taskContext(ta, t, a, now))] = true
+	}
+	list, err := r.newList(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Client.List(ctx, list, client.InNamespace(ta.Namespace), client.MatchingFields{ownerIndex: string(ta.UID)}); err != nil {
+		return nil, fmt.Errorf("list objects of %s: %w", ta.Name, err)
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	var out []resource
+	for _, it := range items {
+		obj, ok := it.(client.Object)
+		if !ok || !names[obj.GetName()] {
+			continue
+		}
+		out = append(out, resource{Name: obj.GetName(), Holder: holderUs, UID: obj.GetUID(), Created: obj.GetCreationTimestamp().Time, Deleting: obj.GetDeletionTimestamp() != nil})
+	}
+	return out, nil
+}
+
+func (r *Reconciler) newList(p plugin.Plugin) (client.ObjectList, error) {
+	s := r.Client.Scheme()
+	gvk, err := apiutil.GVKForObject(p.WatchedTypes()[0], s)
+	if err != nil {
+		return nil, err
+	}
+	o, err := s.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err != nil {
+		return nil, err
+	}
+	l, ok := o.(client.ObjectList)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a list", gvk.Kind+"List")
+	}
+	return l, nil
+}
+
+// duplicateOf names the TaskAction that has this one's event identity and
+// came first (created earlier; by namespace/name on a tie), if any.
+func (r *Reconciler) duplicateOf(ctx context.Context, ta *flytev1.TaskAction) (string, error) {
+	ids := actionIdentity(ta)
+	if len(ids) == 0 {
+		return "", nil
+	}
+	l := &flytev1.TaskActionList{}
+	if err := r.Client.List(ctx, l, client.MatchingFields{identityIndex: ids[0]}); err != nil {
+		return "", fmt.Errorf("list TaskActions of %s: %w", ids[0], err)
+	}
+	for i := range l.Items {
+		o := &l.Items[i]
+		if o.UID == ta.UID || !o.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if before(o, ta) {
+			return o.Namespace + "/" + o.Name, nil
+		}
+	}
+	return "", nil
+}
+
+func before(a, b *flytev1.TaskAction) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+}
+
+// askCache consults the task-output cache before a launch (and takes the
+// reservation of a serializable task). Errors are answers, never failures.
+func (r *Reconciler) askCache(ctx context.Context, w World) cacheAnswer {
+	key, _ := cacheKey(w)
+	a := cacheAnswer{Key: key, Asked: true}
+	if r.Cache == nil {
+		a.KeyErr = errors.New("no cache service is configured")
+		return a
+	}
+	if err := key.Validate(); err != nil {
+		a.KeyErr = err
+		return a
+	}
+	entry, err := r.Cache.Get(ctx, key)
+	switch {
+	case err != nil:
+		a.LookupErr = err
+		return a
+	case entry != nil:
+		a.Hit = entry
+		return a
+	}
+	if !serializable(w) {
+		return a
+	}
+	res, err := r.Cache.GetOrExtendReservation(ctx, key, cacheOwner(w), r.Options.RequeueDuration)
+	if err != nil {
+		log.FromContext(ctx).Info("cache reservation failed, running the task", "key", key.String(), "error", err.Error())
+		return a
+	}
+	if !res.HeldBy(cacheOwner(w)) {
+		a.HeldBy = res.Owner
+	}
+	return a
+}
+
+// objectReader serves one already-read object, so that the plugin observes
+// exactly the object the reconciler classified.
+type objectReader struct{ obj client.Object }
+
+func (o objectReader) Get(_ context.Context, key client.ObjectKey, out client.Object, _ ...client.GetOption) error {
+	if key.Name != o.obj.GetName() || key.Namespace != o.obj.GetNamespace() || reflect.TypeOf(out) != reflect.TypeOf(o.obj) {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: strings.ToLower(reflect.TypeOf(out).Elem().Name()) + "s"}, key.Name)
+	}
+	reflect.ValueOf(out).Elem().Set(reflect.ValueOf(o.obj.DeepCopyObject()).Elem())
+	return nil
+}
+
+func (o objectReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("objectReader serves one object")
+}
+
+// launchClient is the client a plugin launches with: writes go to the API
+// server through the normal client, reads go to the API server directly (a
+// name conflict must be judged on the live object, which the label-scoped
+// cache may not show), and the created or found object is kept.
+type launchClient struct {
+	client.Client
+	live   client.Reader
+	object client.Object
+}
+
+func (c *launchClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	err := c.Client.Create(ctx, obj, opts...)
+	if err == nil {
+		c.object = obj
+	}
+	return err
+}
+
+func (c *launchClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	var err error
+	if c.live != nil {
+		err = c.live.Get(ctx, key, obj, opts...)
+	} else {
+		err = c.Client.Get(ctx, key, obj, opts...)
+	}
+	if err == nil {
+		c.object = obj
+	}
+	return err
+}

@@ -1,0 +1,346 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/task"
+)
+
+// decider holds the settings decisions depend on. decide is a pure function
+// of what was gathered and the time: no I/O, no clock of its own.
+type decider struct {
+	Cluster           string
+	MaxSystemFailures uint32
+	// Backoff is the base of every backoff and the reservation heartbeat.
+	Backoff time.Duration
+	// Safety is the wake-up of a state that waits for a watch event: were the
+	// event lost, the TaskAction is looked at again after this long.
+	Safety time.Duration
+}
+
+// Wake-ups for waits that the next watch event normally ends early.
+const (
+	wakeSoon     = time.Millisecond // the next step is ready (next attempt's launch)
+	wakeCacheLag = 100 * time.Millisecond
+)
+
+// decide computes the plan for the TaskAction of w at now.
+func (d decider) decide(w World, now time.Time) Plan {
+	p := Plan{Status: *w.TA.Status.DeepCopy()}
+	switch {
+	case !w.TA.DeletionTimestamp.IsZero():
+		d.deleted(&p, w, now)
+	case isTerminalStatus(&w.TA.Status):
+		d.terminal(&p, w)
+	case w.TA.Spec.ActionType == flytev1.ActionTypeCondition:
+		d.condition(&p, w, now)
+	default:
+		d.task(&p, w, now)
+	}
+	return p
+}
+
+// deleted: a TaskAction being deleted is aborted (unless it had ended),
+// then let go.
+func (d decider) deleted(p *Plan, w World, now time.Time) {
+	if !controllerutil.ContainsFinalizer(w.TA, Finalizer) {
+		return
+	}
+	if !isTerminalStatus(&w.TA.Status) {
+		attempt := max(w.TA.Status.Attempts, 1)
+		t := transition{attempt: attempt, phase: plugin.PhasePermanentFailure, final: true, reason: flytev1.ReasonAborted,
+			message: "the TaskAction was deleted", at: now}
+		// Reported, not persisted: the object is going away.
+		scratch := *w.TA.Status.DeepCopy()
+		ver := eventVersion(&scratch, attempt, eventPhase(t))
+		p.Events = append(p.Events, d.event(w, &scratch, t, ver))
+		p.Recorded = append(p.Recorded, flytev1.ReasonAborted)
+	}
+	d.cleanup(p, w, true)
+	p.Finish = false
+	p.RemoveFinalizer = true
+}
+
+// terminal: level-triggered cleanup of a TaskAction that has ended, until its
+// finalizer is released.
+func (d decider) terminal(p *Plan, w World) {
+	done := w.TA.Labels[TerminationStatusLabel] == TerminationStatusValue && w.TA.Labels[CompletedTimeLabel] != ""
+	if controllerutil.ContainsFinalizer(w.TA, Finalizer) || !done {
+		d.cleanup(p, w, controllerutil.ContainsFinalizer(w.TA, Finalizer))
+	}
+}
+
+// cleanup stops what an ended TaskAction left behind: the current attempt's
+// pod unless it finished by itself (kept for its logs), the pods of earlier
+// attempts, its cache reservation. Then it is labelled and let go.
+func (d decider) cleanup(p *Plan, w World, held bool) {
+	if held {
+		if w.Pod.Holder == holderUs && !w.Pod.Deleting && (!w.Pod.Obs.Finished || !w.TA.DeletionTimestamp.IsZero()) {
+			p.Delete = append(p.Delete, objectRef{Name: w.Pod.Name, UID: w.Pod.UID})
+		}
+		for _, o := range w.Others {
+			if !o.Deleting {
+				p.Delete = append(p.Delete, objectRef{Name: o.Name, UID: o.UID})
+			}
+		}
+		p.ReleaseReservation = serializable(w)
+	}
+	p.Finish = true
+}
+
+// task advances a task action by one step.
+func (d decider) task(p *Plan, w World, now time.Time) {
+	st := &p.Status
+	attempt := max(st.Attempts, 1)
+	switch {
+	case w.SpecErr != nil:
+		d.fail(p, w, now, attempt, flytev1.ReasonInvalidSpec, CodeInvalidSpec, EventFailedValidation, w.SpecErr.Error())
+		return
+	case w.PluginErr != nil:
+		d.fail(p, w, now, attempt, flytev1.ReasonPluginNotFound, CodePluginNotFound, EventFailedPluginResolve, w.PluginErr.Error())
+		return
+	case w.Duplicate != "":
+		d.fail(p, w, now, attempt, flytev1.ReasonInvalidSpec, CodeDuplicateAction, EventFailedValidation,
+			fmt.Sprintf("TaskAction %s already runs action %s of run %s in project %s, domain %s: events of the two could not be told apart",
+				w.Duplicate, w.TA.Spec.ActionName, w.TA.Spec.RunName, w.TA.Spec.Project, w.TA.Spec.Domain))
+		return
+	}
+	if !controllerutil.ContainsFinalizer(w.TA, Finalizer) {
+		p.AddFinalizer = true
+	}
+	if w.PodCacheBehind {
+		p.wake(wakeCacheLag)
+		return
+	}
+	for _, o := range w.Others {
+		// Pods of earlier attempts: their end is durable, so they go (level-triggered).
+		if !o.Deleting {
+			p.Delete = append(p.Delete, objectRef{Name: o.Name, UID: o.UID})
+		}
+	}
+	s := readState(st, attempt)
+	pod := w.Pod
+	switch {
+	case pod.Holder == holderForeign:
+		d.final(p, w, now, transition{attempt: attempt, phase: plugin.PhasePermanentFailure, at: now,
+			err: &plugin.ExecError{Code: CodeForeignResource, Kind: flytev1.ErrorKindUser, Message: fmt.Sprintf(
+				"pod %s/%s exists and is not controlled by this TaskAction: the executor will not delete or adopt it; rename the TaskAction or remove that pod",
+				w.TA.Namespace, pod.Name)}})
+	case pod.Holder == holderEarlier:
+		// A pod of an earlier TaskAction of the same name: the garbage collector removes it.
+		d.progress(p, w, now, s, transition{attempt: attempt, phase: plugin.PhaseQueued, at: now,
+			message: fmt.Sprintf("waiting for pod %s of an earlier TaskAction of the same name to be deleted", pod.Name)})
+		p.wake(d.Backoff)
+	case pod.Holder == holderUs && pod.UID == s.Discarded:
+		// The failed try whose system failure is counted: delete it, then relaunch.
+		if !pod.Deleting {
+			p.Delete = append(p.Delete, objectRef{Name: pod.Name, UID: pod.UID})
+		}
+		p.wake(d.Backoff)
+	case pod.Holder == holderUs:
+		d.observe(p, w, now, s)
+	case s.Pod != "":
+		d.systemFailure(p, w, now, s, &plugin.ExecError{Code: CodeResourceDeletedExternally, Kind: flytev1.ErrorKindSystem,
+			Message: fmt.Sprintf("pod %s/%s was deleted by someone other than the executor", w.TA.Namespace, pod.Name)})
+	default:
+		d.beforeLaunch(p, w, now, s)
+	}
+}
+
+// beforeLaunch: the attempt's try has no pod yet. Wait out a backoff, consult
+// the cache, or launch.
+func (d decider) beforeLaunch(p *Plan, w World, now time.Time, s attemptState) {
+	if s.RetryAt != nil && now.Before(s.RetryAt.Time) {
+		p.wake(s.RetryAt.Sub(now))
+		return
+	}
+	if w.Launch != nil && w.Launch.Err != nil {
+		d.launchFailed(p, w, now, s, w.Launch.Err)
+		return
+	}
+	if d.consultCache(p, w, now, s) {
+		return
+	}
+	p.Launch = true
+}
+
+// observe follows the attempt's pod.
+func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
+	st := &p.Status
+	attempt := max(st.Attempts, 1)
+	obs := w.Pod.Obs
+	if s.Pod != w.Pod.UID {
+		// Launched in this reconcile, or launched before a crash and not recorded: ours.
+		s.Pod, s.RetryAt, s.QuotaWaits = w.Pod.UID, nil, 0
+		if w.Launch != nil {
+			p.Metrics.Attempt = true
+			if len(st.PhaseHistory) == 0 {
+				p.Metrics.LaunchLatency = now.Sub(w.TA.CreationTimestamp.Time)
+			}
+			if obs.Phase == plugin.PhaseQueued && obs.Message == "" {
+				obs.Message = "pod created"
+			}
+		}
+	}
+	obs = d.applyTimeout(p, w, now, obs)
+	if obs.Phase.IsTerminal() && obs.Phase != plugin.PhaseSucceeded && obs.Error == nil {
+		obs.Error = &plugin.ExecError{Code: "UnknownError", Kind: flytev1.ErrorKindUser, Message: obs.Message}
+	}
+	t := transition{attempt: attempt, phase: obs.Phase, message: obs.Message, err: obs.Error, at: occurred(obs, now)}
+	switch {
+	case obs.Phase == plugin.PhaseRetryableFailure && obs.Error.Kind == flytev1.ErrorKindSystem:
+		d.systemFailure(p, w, now, s, obs.Error)
+	case obs.Phase == plugin.PhaseRetryableFailure && attempt < maxAttempts(w.Task):
+		d.retry(p, w, now, t)
+	case obs.Phase == plugin.PhaseSucceeded:
+		d.succeed(p, w, now, t)
+	case obs.Phase.IsTerminal():
+		d.final(p, w, now, t)
+	default:
+		if obs.Progressed && !obs.Deleting && obs.Error == nil {
+			// Real progress of this try (not the observation of its end).
+			st.SystemFailures = 0
+		}
+		d.progress(p, w, now, s, t)
+		p.wake(obs.RecheckAfter)
+		if serializable(w) && st.CacheStatus == flytev1.CacheMiss {
+			p.ExtendReservation = true
+			p.wake(d.Backoff)
+		}
+	}
+}
+
+// progress records a non-terminal transition when it says something new.
+func (d decider) progress(p *Plan, w World, now time.Time, s attemptState, t transition) {
+	st := &p.Status
+	old := readState(&w.TA.Status, t.attempt)
+	if changed(&w.TA.Status, t) || old.Pod != s.Pod {
+		d.report(p, w, now, t)
+	}
+	writeState(st, s)
+	p.wake(d.Safety)
+}
+
+// changed says whether t is worth reporting: a new attempt or phase, or new
+// details of the same phase.
+func changed(old *flytev1.TaskActionStatus, t transition) bool {
+	if old.Attempts != t.attempt || old.PluginPhase != string(t.phase) {
+		return true
+	}
+	c := progressing(old)
+	return c == nil || (t.message != "" && c.Message != truncate(t.message, maxConditionMessage))
+}
+
+// succeed ends the TaskAction successfully, storing the outputs in the cache first.
+func (d decider) succeed(p *Plan, w World, now time.Time, t transition) {
+	st := &p.Status
+	if key, ok := cacheKey(w); ok && st.CacheStatus == flytev1.CacheMiss {
+		if w.Put == nil {
+			e := cacheEntryOf(w, key, t.attempt).Entry
+			p.Populate = &e
+			return
+		}
+		if w.Put.Err != nil {
+			st.CacheStatus = flytev1.CachePutFailure
+			t.message = fmt.Sprintf("the outputs could not be stored in the cache: %v", w.Put.Err)
+			p.Warnings = append(p.Warnings, warning{EventCachePutFailed, "PopulatingCache", t.message})
+		} else {
+			st.CacheStatus = flytev1.CachePopulated
+		}
+	}
+	t.final, t.reason = true, flytev1.ReasonCompleted
+	d.final(p, w, now, t)
+}
+
+// final records the TaskAction's last transition and cleans up after it.
+func (d decider) final(p *Plan, w World, now time.Time, t transition) {
+	t.final = true
+	if t.reason == "" {
+		t.reason = flytev1.ReasonPermanentFailure
+		if t.err != nil && t.err.Code == CodeTimeout {
+			t.reason = flytev1.ReasonTimedOut
+		}
+	}
+	if t.message == "" && t.err != nil {
+		t.message = t.err.Message
+	}
+	d.report(p, w, now, t)
+	p.Status.PluginState, p.Status.PluginStateVersion = nil, 0
+	if w.Pod.Obs.Finished && !w.Pod.Obs.OccurredAt.IsZero() {
+		p.Metrics.TerminalLatency = now.Sub(w.Pod.Obs.OccurredAt)
+	}
+	d.cleanup(p, w, true)
+	p.WakeAfter = 0
+}
+
+// fail ends a TaskAction that cannot run (invalid spec, no plugin).
+func (d decider) fail(p *Plan, w World, now time.Time, attempt uint32, reason, code, kubeReason, msg string) {
+	p.Warnings = append(p.Warnings, warning{kubeReason, "ValidatingTaskAction", msg})
+	t := transition{attempt: attempt, phase: plugin.PhasePermanentFailure, message: msg, at: now, reason: reason,
+		err: &plugin.ExecError{Code: code, Kind: flytev1.ErrorKindUser, Message: msg}}
+	d.final(p, w, now, t)
+	if !identified(w.TA) {
+		p.Events = nil // without its identity the events service could not store it
+	}
+}
+
+func identified(ta *flytev1.TaskAction) bool {
+	s := ta.Spec
+	return s.Project != "" && s.Domain != "" && s.RunName != "" && s.ActionName != ""
+}
+
+// report records transition t in the status and queues the event that
+// reports it; apply sends the event before it writes the status.
+func (d decider) report(p *Plan, w World, now time.Time, t transition) {
+	st := &p.Status
+	st.Attempts = t.attempt
+	ver := eventVersion(st, t.attempt, eventPhase(t))
+	p.Events = append(p.Events, d.event(w, st, t, ver))
+	record(st, t, ver, now)
+	p.Recorded = append(p.Recorded, historyName(t))
+}
+
+// event builds the event of transition t.
+func (d decider) event(w World, st *flytev1.TaskActionStatus, t transition, version uint32) events.Event {
+	ta := w.TA
+	ev := events.Event{
+		Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName,
+		Attempt: int32(t.attempt), Phase: eventPhase(t), Version: int32(version),
+		UpdatedAt: t.at.UTC(), Cluster: d.Cluster, CacheStatus: st.CacheStatus.String(),
+	}
+	if w.Pod.Holder == holderUs && t.attempt == max(w.TA.Status.Attempts, 1) {
+		ev.PodName = w.Pod.Name
+	}
+	if ta.Spec.ParentActionName != nil {
+		ev.ParentAction = *ta.Spec.ParentActionName
+	}
+	if prefix := task.OutputPrefix(ta, int32(t.attempt)); prefix != "" {
+		ev.OutputURI, ev.ReportURI = prefix+"/outputs.pb", prefix+"/report.html"
+	}
+	if t.outputURI != "" {
+		ev.OutputURI = t.outputURI
+	}
+	if t.err != nil {
+		ev.Error = &events.ErrorInfo{Code: t.err.Code, Kind: string(t.err.Kind), Message: t.err.Message}
+	}
+	if t.message != "" {
+		ev.ClusterEvents = []events.ClusterEvent{{OccurredAt: t.at.UTC(), Message: t.message}}
+	}
+	return ev
+}
+
+func occurred(obs plugin.Observation, now time.Time) time.Time {
+	if obs.OccurredAt.IsZero() || obs.OccurredAt.After(now) {
+		return now
+	}
+	return obs.OccurredAt
+}
+
+// maxAttempts is retries+1.
+func maxAttempts(t *task.Task) uint32 { return uint32(t.MaxAttempts()) }

@@ -1,0 +1,298 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/plugin"
+)
+
+// Labels and finalizer the executor owns on a TaskAction.
+const (
+	Finalizer                = "flyte.org/plugin-finalizer"
+	TerminationStatusLabel   = "flyte.org/termination-status"
+	TerminationStatusValue   = "terminated"
+	CompletedTimeLabel       = "flyte.org/completed-time"
+	CompletedTimeLabelFormat = "2006-01-02.15-04"
+)
+
+// Error codes the reconciler itself produces.
+const (
+	CodeInvalidSpec               = "InvalidSpec"
+	CodePluginNotFound            = "PluginNotFound"
+	CodeTimeout                   = "Timeout"
+	CodeResourceDeletedExternally = "ResourceDeletedExternally"
+	CodeMaxSystemFailuresExceeded = "MaxSystemFailuresExceeded"
+	CodeSystemError               = "SystemError"
+	CodeForeignResource           = "ResourceNameTaken"
+	CodeLaunchRefused             = "LaunchRefused"
+	CodeDuplicateAction           = "DuplicateAction"
+)
+
+// PhasePaused is the event phase of a condition action waiting for its signal.
+const PhasePaused events.Phase = "PAUSED"
+
+// Limits that keep the status small (etcd's object limit, and every watcher
+// of the object pays for its size).
+const (
+	maxHistory          = 16
+	maxHistoryMessage   = 256
+	maxConditionMessage = 1024
+	maxErrorMessage     = 4096
+)
+
+// IsTerminal says whether the TaskAction has reached its end.
+func IsTerminal(ta *flytev1.TaskAction) bool { return isTerminalStatus(&ta.Status) }
+
+func isTerminalStatus(st *flytev1.TaskActionStatus) bool {
+	return meta.IsStatusConditionTrue(st.Conditions, flytev1.ConditionSucceeded) ||
+		meta.IsStatusConditionTrue(st.Conditions, flytev1.ConditionFailed)
+}
+
+// CompletedAt is when the executor recorded the TaskAction's end: the time of
+// its Succeeded or Failed condition. ok is false while it runs.
+func CompletedAt(ta *flytev1.TaskAction) (time.Time, bool) {
+	for _, typ := range []string{flytev1.ConditionSucceeded, flytev1.ConditionFailed} {
+		if c := meta.FindStatusCondition(ta.Status.Conditions, typ); c != nil && c.Status == metav1.ConditionTrue {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// attemptState is what the executor keeps in status.pluginState (version
+// stateVersion) beyond Flyte's own fields. It belongs to one attempt; a state
+// of another attempt reads as empty.
+type attemptState struct {
+	Attempt uint32 `json:"attempt"`
+	// Pod is the UID of the pod of the attempt's current try, once its launch
+	// (or adoption) is recorded: a missing pod then was deleted by someone else.
+	Pod types.UID `json:"pod,omitempty"`
+	// Discarded is the UID of a failed try's pod whose system failure is
+	// already counted: it is deleted, never adopted again.
+	Discarded types.UID `json:"discarded,omitempty"`
+	// RetryAt holds back the next launch (system-failure or quota backoff).
+	RetryAt *metav1.Time `json:"retryAt,omitempty"`
+	// QuotaWaits counts consecutive quota refusals of the launch (backoff).
+	QuotaWaits uint32 `json:"quotaWaits,omitempty"`
+}
+
+const stateVersion = 1
+
+// readState decodes the executor's state for attempt; anything unreadable
+// (another writer's bytes, an older format) reads as a fresh state.
+func readState(st *flytev1.TaskActionStatus, attempt uint32) attemptState {
+	var s attemptState
+	if st.PluginStateVersion == stateVersion && len(st.PluginState) > 0 {
+		if err := json.Unmarshal(st.PluginState, &s); err != nil || s.Attempt != attempt {
+			s = attemptState{}
+		}
+	}
+	s.Attempt = attempt
+	return s
+}
+
+func writeState(st *flytev1.TaskActionStatus, s attemptState) {
+	if s == (attemptState{Attempt: s.Attempt}) {
+		st.PluginState, st.PluginStateVersion = nil, 0
+		return
+	}
+	b, err := json.Marshal(s)
+	if err != nil { // cannot happen for this type
+		panic(fmt.Sprintf("encode plugin state: %v", err))
+	}
+	st.PluginState, st.PluginStateVersion = b, stateVersion
+}
+
+// transition is one reported change of an attempt.
+type transition struct {
+	attempt uint32
+	phase   plugin.Phase
+	message string
+	err     *plugin.ExecError
+	// at is when it happened (a pod's finish time); the conditions carry when it was recorded.
+	at time.Time
+	// final marks the TaskAction's last transition; reason is its condition reason.
+	final  bool
+	reason string
+	// outputURI overrides where the event says the outputs are (a cache hit).
+	outputURI string
+	// paused: a condition action waiting for its signal.
+	paused bool
+}
+
+// eventPhase maps a transition to the phase an event reports.
+func eventPhase(t transition) events.Phase {
+	if t.paused {
+		return PhasePaused
+	}
+	switch t.phase {
+	case plugin.PhaseQueued, plugin.PhaseNotStarted:
+		return events.PhaseQueued
+	case plugin.PhaseWaitingForResources:
+		return events.PhaseWaitingForResources
+	case plugin.PhaseInitializing:
+		return events.PhaseInitializing
+	case plugin.PhaseRunning:
+		return events.PhaseRunning
+	case plugin.PhaseSucceeded:
+		return events.PhaseSucceeded
+	}
+	switch t.reason {
+	case flytev1.ReasonTimedOut:
+		return events.PhaseTimedOut
+	case flytev1.ReasonAborted:
+		return events.PhaseAborted
+	}
+	return events.PhaseFailed
+}
+
+// phaseOrdinal numbers the event phases for versions (at most 15).
+func phaseOrdinal(p events.Phase) uint32 {
+	switch p {
+	case events.PhaseQueued:
+		return 1
+	case events.PhaseWaitingForResources:
+		return 2
+	case events.PhaseInitializing:
+		return 3
+	case events.PhaseRunning:
+		return 4
+	case events.PhaseSucceeded:
+		return 5
+	case events.PhaseFailed:
+		return 6
+	case events.PhaseAborted:
+		return 7
+	case events.PhaseTimedOut:
+		return 8
+	case PhasePaused:
+		return 9
+	}
+	return 15
+}
+
+// eventVersion numbers the next event of attempt: a sequence number derived
+// from the durable status, times 16, plus the phase. An event re-sent after a
+// crash before its status write carries the same version again (the service
+// stores it once), and two different phases of one attempt never share a
+// version, whatever crashed in between.
+func eventVersion(st *flytev1.TaskActionStatus, attempt uint32, p events.Phase) uint32 {
+	seq := uint32(0)
+	if st.Attempts == attempt && st.PluginPhase != "" {
+		seq = st.PluginPhaseVersion>>4 + 1
+	}
+	return seq<<4 | phaseOrdinal(p)
+}
+
+// historyName is the phaseHistory entry (and condition reason) of a transition.
+func historyName(t transition) string {
+	if t.final && t.reason != "" {
+		return t.reason
+	}
+	if t.paused {
+		return flytev1.ReasonPaused
+	}
+	switch t.phase {
+	case plugin.PhaseQueued, plugin.PhaseWaitingForResources, plugin.PhaseNotStarted:
+		return flytev1.ReasonQueued
+	case plugin.PhaseInitializing:
+		return flytev1.ReasonInitializing
+	case plugin.PhaseRunning:
+		return flytev1.ReasonExecuting
+	case plugin.PhaseSucceeded:
+		return flytev1.ReasonCompleted
+	}
+	return flytev1.ReasonRetryableFailure
+}
+
+// record writes transition t into st as of now (the time it is recorded):
+// phase history, conditions, plugin phase and version, error state. version
+// is the version of the event that reports t.
+func record(st *flytev1.TaskActionStatus, t transition, version uint32, now time.Time) {
+	name := historyName(t)
+	at := metav1.NewTime(t.at.UTC().Truncate(time.Second))
+	recorded := metav1.NewTime(now.UTC().Truncate(time.Second))
+	n := len(st.PhaseHistory)
+	if n > 0 && at.Before(&st.PhaseHistory[n-1].OccurredAt) {
+		// The timeline stays in order even when a pod's clock or a late
+		// observation says otherwise.
+		at = st.PhaseHistory[n-1].OccurredAt
+	}
+	if n == 0 || st.PhaseHistory[n-1].Phase != name {
+		entry := flytev1.PhaseTransition{Phase: name, OccurredAt: at}
+		if t.err != nil {
+			// The condition and errorState carry the full text; the history only a hint.
+			entry.Message = truncate(t.err.Message, maxHistoryMessage)
+		}
+		st.PhaseHistory = boundHistory(append(st.PhaseHistory, entry))
+	}
+	st.PluginPhase = string(t.phase)
+	st.PluginPhaseVersion = version
+	if t.err != nil {
+		st.ErrorState = &flytev1.ErrorState{Code: t.err.Code, Kind: t.err.Kind, Message: truncate(t.err.Message, maxErrorMessage)}
+	} else if t.final && t.phase == plugin.PhaseSucceeded {
+		st.ErrorState = nil
+	}
+	msg := t.message
+	if msg == "" && t.err != nil {
+		msg = t.err.Message
+	}
+	switch {
+	case t.final && t.phase == plugin.PhaseSucceeded:
+		setCondition(st, flytev1.ConditionProgressing, metav1.ConditionFalse, name, "TaskAction has completed", recorded)
+		setCondition(st, flytev1.ConditionSucceeded, metav1.ConditionTrue, name, msg, recorded)
+	case t.final:
+		setCondition(st, flytev1.ConditionProgressing, metav1.ConditionFalse, name, msg, recorded)
+		setCondition(st, flytev1.ConditionFailed, metav1.ConditionTrue, name, msg, recorded)
+	default:
+		setCondition(st, flytev1.ConditionProgressing, metav1.ConditionTrue, name, msg, recorded)
+	}
+}
+
+// boundHistory keeps the first entry (when it all began) and the latest ones.
+func boundHistory(h []flytev1.PhaseTransition) []flytev1.PhaseTransition {
+	if len(h) <= maxHistory {
+		return h
+	}
+	out := make([]flytev1.PhaseTransition, 0, maxHistory)
+	out = append(out, h[0])
+	return append(out, h[len(h)-maxHistory+1:]...)
+}
+
+// setCondition sets a condition; its lastTransitionTime is when the executor
+// recorded the change, kept while the status does not change.
+func setCondition(st *flytev1.TaskActionStatus, typ string, status metav1.ConditionStatus, reason, msg string, at metav1.Time) {
+	if reason == "" {
+		reason = flytev1.ReasonQueued
+	}
+	c := metav1.Condition{Type: typ, Status: status, Reason: reason, Message: truncate(msg, maxConditionMessage), LastTransitionTime: at}
+	if old := meta.FindStatusCondition(st.Conditions, typ); old != nil && old.Status == status {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// progressing is the Progressing condition, if any.
+func progressing(st *flytev1.TaskActionStatus) *metav1.Condition {
+	return meta.FindStatusCondition(st.Conditions, flytev1.ConditionProgressing)
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "..."
+}
