@@ -57,10 +57,11 @@ func isTerminalStatus(st *flytev1.TaskActionStatus) bool {
 }
 
 // CompletedAt is when the executor recorded the TaskAction's end: the time of
-// its Succeeded or Failed condition. ok is false while it runs.
+// its Succeeded or Failed condition. ok is false while it runs (or when the
+// condition carries no time).
 func CompletedAt(ta *flytev1.TaskAction) (time.Time, bool) {
 	for _, typ := range []string{flytev1.ConditionSucceeded, flytev1.ConditionFailed} {
-		if c := meta.FindStatusCondition(ta.Status.Conditions, typ); c != nil && c.Status == metav1.ConditionTrue {
+		if c := meta.FindStatusCondition(ta.Status.Conditions, typ); c != nil && c.Status == metav1.ConditionTrue && !c.LastTransitionTime.IsZero() {
 			return c.LastTransitionTime.Time, true
 		}
 	}

@@ -99,7 +99,7 @@ const (
 type object struct {
 	name        string
 	state       state
-	completedAt *time.Time        // status.completedAt, if set
+	completedAt *time.Time        // when the end was recorded (the terminal condition's time), if set
 	labels      map[string]string // on top of nothing: terminal ones need them given
 }
 
@@ -129,6 +129,11 @@ func create(t *testing.T, ns string, o object) *flytev1.TaskAction {
 		t.Fatalf("create %s: %v", o.name, err)
 	}
 	lt := metav1.NewTime(time.Now().Truncate(time.Second))
+	if o.completedAt != nil {
+		lt = metav1.NewTime(*o.completedAt)
+	} else if at, err := time.Parse(controller.CompletedTimeLabelFormat, o.labels[controller.CompletedTimeLabel]); err == nil {
+		lt = metav1.NewTime(at) // the reconciler writes both at once
+	}
 	cond := func(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 		return metav1.Condition{Type: typ, Status: status, Reason: reason, LastTransitionTime: lt}
 	}
@@ -145,10 +150,6 @@ func create(t *testing.T, ns string, o object) *flytev1.TaskAction {
 			cond(flytev1.ConditionProgressing, metav1.ConditionFalse, flytev1.ReasonPermanentFailure),
 			cond(flytev1.ConditionFailed, metav1.ConditionTrue, flytev1.ReasonPermanentFailure),
 		}
-	}
-	if o.completedAt != nil {
-		c := metav1.NewTime(*o.completedAt)
-		ta.Status.CompletedAt = &c
 	}
 	if err := k8s.Status().Update(ctx, ta); err != nil {
 		t.Fatalf("status of %s: %v", o.name, err)
@@ -287,8 +288,10 @@ func TestSweepDeletesExpiredKeepsFreshAndNonTerminal(t *testing.T) {
 	if _, err := newGC(clk).Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	wantGone(t, ns, "label-only-fresh")
-	wantKept(t, ns, "bad-label", "running-labelled", "no-status-labelled", "unlabelled")
+	// The recorded end (the terminal condition's time) decides, whatever a
+	// hand-written label says.
+	wantGone(t, ns, "label-only-fresh", "bad-label")
+	wantKept(t, ns, "running-labelled", "no-status-labelled", "unlabelled")
 }
 
 // pagingReader records the size of every page the collector gets.
