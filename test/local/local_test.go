@@ -301,9 +301,9 @@ func TestLocal(t *testing.T) {
 		t.Fatalf("TaskAction %s ended %+v, want Succeeded", ta.Name, got.Status.Conditions)
 	}
 	// Its pod ran here: kubectl logs works through the API server.
-	logs, err := cs.CoreV1().Pods("default").GetLogs(got.Status.PodName, &corev1.PodLogOptions{}).DoRaw(ctx)
+	logs, err := cs.CoreV1().Pods("default").GetLogs(got.Name+"-0", &corev1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil || string(logs) != "hello\n" {
-		t.Errorf("logs of %s: %q, %v", got.Status.PodName, logs, err)
+		t.Errorf("logs of %s: %q, %v", got.Name+"-0", logs, err)
 	}
 
 	// A task still running at shutdown must be killed with everything else.
