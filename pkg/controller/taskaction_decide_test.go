@@ -1,0 +1,256 @@
+package controller
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/cache"
+	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/container"
+)
+
+// launchedTA is ta after its attempt's pod "pod-1" was launched at t0+1s and
+// recorded (QUEUED reported).
+func launchedTA(t testing.TB, ta *flytev1.TaskAction) *flytev1.TaskAction {
+	t.Helper()
+	w := worldOf(t, ta, ours("pod-1", t0.Add(time.Second), plugin.Observation{Phase: plugin.PhaseQueued}))
+	w.Launch = &launchOutcome{}
+	p := testDecider.decide(w, t0.Add(time.Second))
+	if evs(p.Events) != "1:QUEUED:v1" {
+		t.Fatalf("launch: events %s", evs(p.Events))
+	}
+	return applied(ta, p)
+}
+
+// runningTA is launchedTA after RUNNING was recorded.
+func runningTA(t testing.TB, ta *flytev1.TaskAction) *flytev1.TaskAction {
+	t.Helper()
+	ta = launchedTA(t, ta)
+	p := testDecider.decide(worldOf(t, ta, ours("pod-1", t0.Add(time.Second), running(t0.Add(2*time.Second)))), t0.Add(2*time.Second))
+	return applied(ta, p)
+}
+
+type want struct {
+	events      string
+	history     string
+	reason      string // Progressing reason, or the terminal condition's
+	code        string // errorState.code
+	attempts    uint32
+	sysFailures uint32
+	launch      bool
+	deletes     string // UIDs, comma separated
+	finish      bool
+	removeFin   bool
+	release     bool
+	wake        time.Duration // -1: any positive
+	noWrite     bool          // the status must not change
+}
+
+func TestDecide(t *testing.T) {
+	now := t0.Add(time.Minute)
+	deleting := metav1.NewTime(now)
+	cases := []struct {
+		name string
+		ta   func(t testing.TB) *flytev1.TaskAction
+		pod  resource
+		mod  func(*World)
+		now  time.Time
+		want want
+	}{
+		{name: "new: finalizer then launch", ta: func(testing.TB) *flytev1.TaskAction {
+			ta := newTA(0)
+			ta.Finalizers = nil
+			return ta
+		}, want: want{launch: true, noWrite: true}},
+		{name: "launched this reconcile: QUEUED, pod recorded", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
+			pod: ours("pod-1", now, plugin.Observation{Phase: plugin.PhaseQueued}), mod: func(w *World) { w.Launch = &launchOutcome{} },
+			want: want{events: "1:QUEUED:v1", history: "Queued", reason: "Queued", attempts: 1, wake: 5 * time.Minute}},
+		{name: "running", ta: launched0, pod: ours("pod-1", t0, running(now)),
+			want: want{events: "1:RUNNING:v20", history: "Queued,Executing", reason: "Executing", attempts: 1, wake: 5 * time.Minute}},
+		{name: "running, nothing new", ta: running0, pod: ours("pod-1", t0, running(t0.Add(2*time.Second))),
+			want: want{noWrite: true, wake: 5 * time.Minute}},
+		{name: "succeeded: pod kept for its logs", ta: running0, pod: ours("pod-1", t0, succeeded(now)),
+			want: want{events: "1:SUCCEEDED:v37", history: "Queued,Executing,Completed", reason: "Completed", attempts: 1, finish: true}},
+		{name: "user failure with retries left: FAILED, next attempt, pod deleted", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(1)) },
+			pod:  ours("pod-1", t0, userFailure(now)),
+			want: want{events: "1:FAILED:v38", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Error", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
+		{name: "user failure, no retries left", ta: running0, pod: ours("pod-1", t0, userFailure(now)),
+			want: want{events: "1:FAILED:v38", history: "Queued,Executing,PermanentFailure", reason: "PermanentFailure", code: "Error", attempts: 1, finish: true}},
+		{name: "stuck pod (InvalidImageName): failed, then deleted", ta: launched0, pod: ours("pod-1", t0, podWaiting("InvalidImageName")),
+			want: want{events: "1:FAILED:v22", history: "Queued,PermanentFailure", reason: "PermanentFailure", code: "InvalidImageName", attempts: 1, deletes: "pod-1", finish: true}},
+		{name: "evicted: system failure, pod discarded then deleted, backoff", ta: running0, pod: ours("pod-1", t0, evicted(now)),
+			want: want{history: "Queued,Executing", reason: "Executing", code: "Evicted", attempts: 1, sysFailures: 1, deletes: "pod-1", wake: 10 * time.Second}},
+		{name: "recorded pod gone: deleted externally", ta: running0,
+			want: want{history: "Queued,Executing", reason: "Executing", code: CodeResourceDeletedExternally, attempts: 1, sysFailures: 1, wake: 10 * time.Second}},
+		{name: "system failure ceiling", ta: func(t testing.TB) *flytev1.TaskAction {
+			ta := runningTA(t, newTA(0))
+			ta.Status.SystemFailures = 3
+			return ta
+		}, pod: ours("pod-1", t0, evicted(now)),
+			want: want{events: "1:FAILED:v38", history: "Queued,Executing,PermanentFailure", reason: "PermanentFailure", code: CodeMaxSystemFailuresExceeded, attempts: 1, sysFailures: 4, finish: true}},
+		{name: "foreign pod holds the name: fails, never deleted", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
+			pod:  resource{Holder: holderForeign, UID: "sts-pod"},
+			want: want{events: "1:FAILED:v6", history: "PermanentFailure", reason: "PermanentFailure", code: CodeForeignResource, attempts: 1, finish: true}},
+		{name: "pod of an earlier TaskAction of the same name: wait", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
+			pod:  resource{Holder: holderEarlier, UID: "old"},
+			want: want{events: "1:QUEUED:v1", history: "Queued", reason: "Queued", attempts: 1, wake: 10 * time.Second}},
+		{name: "quota refusal: waits with backoff, no attempt consumed", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
+			mod: func(w *World) {
+				w.Launch = &launchOutcome{Err: &plugin.LaunchError{Retryable: true, Err: plugin.ExecError{Code: container.CodeQuotaExceeded, Message: "exceeded quota: q"}}}
+			},
+			want: want{events: "1:WAITING_FOR_RESOURCES:v2", history: "Queued", reason: "Queued", attempts: 1, wake: 10 * time.Second}},
+		{name: "PodSecurity refusal: ends with a clear error", ta: func(testing.TB) *flytev1.TaskAction { return newTA(2) },
+			mod: func(w *World) {
+				w.Launch = &launchOutcome{Err: &plugin.LaunchError{Retryable: true, Err: plugin.ExecError{Code: container.CodeForbidden,
+					Message: `pods "hello-0" is forbidden: violates PodSecurity "restricted:latest"`}}}
+			},
+			want: want{events: "1:FAILED:v6", history: "PermanentFailure", reason: "PermanentFailure", code: CodeLaunchRefused, attempts: 1, finish: true}},
+		{name: "API error on launch: system failure", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
+			mod:  func(w *World) { w.Launch = &launchOutcome{Err: errors.New("connection refused")} },
+			want: want{code: CodeSystemError, sysFailures: 1, wake: 10 * time.Second}},
+		{name: "name still held by a terminating pod: wait", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
+			mod:  func(w *World) { w.Launch = &launchOutcome{Err: container.ErrPodTerminating} },
+			want: want{events: "1:QUEUED:v1", history: "Queued", reason: "Queued", attempts: 1, wake: 10 * time.Second}},
+		{name: "backoff not over: no launch", ta: func(t testing.TB) *flytev1.TaskAction {
+			ta := newTA(0)
+			at := metav1.NewTime(t0.Add(2 * time.Minute))
+			writeState(&ta.Status, attemptState{Attempt: 1, RetryAt: &at})
+			return ta
+		}, want: want{noWrite: true, wake: time.Minute}},
+		{name: "cache hit: succeeds without a pod", ta: cached, mod: func(w *World) {
+			w.Cache = cacheAnswer{Asked: true, Hit: &cache.Entry{OutputURI: "s3://b/old/outputs.pb"}}
+		}, want: want{events: "1:SUCCEEDED:v5", history: "Completed", reason: "Completed", attempts: 1, finish: true}},
+		{name: "cache reservation held by another: wait", ta: cached, mod: func(w *World) {
+			w.Task.Cache.Serializable = true
+			w.Cache = cacheAnswer{Asked: true, HeldBy: "ns/other"}
+		}, want: want{events: "1:WAITING_FOR_RESOURCES:v2", history: "Queued", reason: "Queued", attempts: 1, wake: 10 * time.Second}},
+		{name: "cache miss: launch", ta: cached, mod: func(w *World) { w.Cache = cacheAnswer{Asked: true} }, want: want{launch: true}},
+		{name: "success of a cache miss: the outputs are stored first", ta: func(t testing.TB) *flytev1.TaskAction {
+			ta := runningTA(t, cached(t))
+			ta.Status.CacheStatus = flytev1.CacheMiss
+			return ta
+		}, pod: ours("pod-1", t0, succeeded(now)), want: want{noWrite: true}},
+		{name: "spec edited into something invalid while running: fails and its pod is stopped", ta: func(t testing.TB) *flytev1.TaskAction {
+			ta := runningTA(t, cached(t))
+			ta.Spec.TaskTemplate.Container = nil
+			return ta
+		}, pod: ours("pod-1", t0, running(t0)), want: want{events: "1:FAILED:v38", history: "Queued,Executing,InvalidSpec", reason: "InvalidSpec", code: CodeInvalidSpec, attempts: 1, deletes: "pod-1", finish: true}},
+		{name: "terminal, pod still running (cache hit after a crash): stopped, then released", ta: func(t testing.TB) *flytev1.TaskAction {
+			ta := cached(t)
+			p := testDecider.decide(World{TA: ta, Task: worldOf(t, ta, resource{}).Task, Cache: cacheAnswer{Asked: true, Hit: &cache.Entry{}}}, t0)
+			ta = applied(ta, p)
+			ta.Finalizers = []string{Finalizer}
+			return ta
+		}, pod: ours("pod-1", t0, running(t0)), want: want{noWrite: true, deletes: "pod-1", finish: true}},
+		{name: "deleted while running: ABORTED, pod deleted, finalizer removed", ta: func(t testing.TB) *flytev1.TaskAction {
+			ta := runningTA(t, newTA(0))
+			ta.DeletionTimestamp = &deleting
+			return ta
+		}, pod: ours("pod-1", t0, running(t0)), want: want{events: "1:ABORTED:v39", noWrite: true, deletes: "pod-1", removeFin: true}},
+		{name: "deleted after its end: no event", ta: func(t testing.TB) *flytev1.TaskAction {
+			ta := runningTA(t, newTA(0))
+			p := testDecider.decide(worldOf(t, ta, ours("pod-1", t0, succeeded(t0))), t0)
+			ta = applied(ta, p)
+			ta.Finalizers = []string{Finalizer}
+			ta.DeletionTimestamp = &deleting
+			return ta
+		}, pod: ours("pod-1", t0, succeeded(t0)), want: want{noWrite: true, deletes: "pod-1", removeFin: true}},
+		{name: "another TaskAction has the same identity: refused", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
+			mod:  func(w *World) { w.Duplicate = "other/hello" },
+			want: want{events: "1:FAILED:v6", history: "InvalidSpec", reason: "InvalidSpec", code: CodeDuplicateAction, attempts: 1, finish: true}},
+		{name: "the cache has not seen our pod yet: wait, nothing concluded", ta: launched0,
+			mod:  func(w *World) { w.PodCacheBehind = true },
+			want: want{noWrite: true, wake: wakeCacheLag}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ta := tc.ta(t)
+			w := worldOf(t, ta, tc.pod)
+			if tc.mod != nil {
+				tc.mod(&w)
+			}
+			at := tc.now
+			if at.IsZero() {
+				at = now
+			}
+			p := testDecider.decide(w, at)
+			checkPlan(t, ta, p, tc.want)
+		})
+	}
+}
+
+func launched0(t testing.TB) *flytev1.TaskAction { return launchedTA(t, newTA(0)) }
+func running0(t testing.TB) *flytev1.TaskAction  { return runningTA(t, newTA(0)) }
+
+func cached(testing.TB) *flytev1.TaskAction {
+	ta := newTA(0)
+	ta.Spec.CacheKey = "k1"
+	return ta
+}
+
+func checkPlan(t *testing.T, ta *flytev1.TaskAction, p Plan, w want) {
+	t.Helper()
+	if got := evs(p.Events); got != w.events {
+		t.Errorf("events = %q, want %q", got, w.events)
+	}
+	if w.noWrite {
+		if !equalStatus(ta.Status, p.Status) {
+			t.Errorf("status changed:\nfrom %+v\nto   %+v", ta.Status, p.Status)
+		}
+	} else {
+		st := p.Status
+		if got := history(st); got != w.history {
+			t.Errorf("history = %q, want %q", got, w.history)
+		}
+		reason := ""
+		for _, typ := range []string{flytev1.ConditionSucceeded, flytev1.ConditionFailed, flytev1.ConditionProgressing} {
+			if c := meta.FindStatusCondition(st.Conditions, typ); c != nil && (c.Status == metav1.ConditionTrue || typ == flytev1.ConditionProgressing) {
+				reason = c.Reason
+				break
+			}
+		}
+		if reason != w.reason {
+			t.Errorf("reason = %q, want %q", reason, w.reason)
+		}
+		code := ""
+		if st.ErrorState != nil {
+			code = st.ErrorState.Code
+		}
+		if code != w.code {
+			t.Errorf("errorState.code = %q, want %q", code, w.code)
+		}
+		if st.Attempts != w.attempts || st.SystemFailures != w.sysFailures {
+			t.Errorf("attempts, systemFailures = %d, %d; want %d, %d", st.Attempts, st.SystemFailures, w.attempts, w.sysFailures)
+		}
+	}
+	var dels []string
+	for _, d := range p.Delete {
+		dels = append(dels, string(d.UID))
+	}
+	if got := strings.Join(dels, ","); got != w.deletes {
+		t.Errorf("deletes = %q, want %q", got, w.deletes)
+	}
+	if p.Launch != w.launch || p.Finish != w.finish || p.RemoveFinalizer != w.removeFin {
+		t.Errorf("launch, finish, removeFinalizer = %v, %v, %v; want %v, %v, %v", p.Launch, p.Finish, p.RemoveFinalizer, w.launch, w.finish, w.removeFin)
+	}
+	switch {
+	case w.wake == -1 && p.WakeAfter <= 0:
+		t.Errorf("no wake-up")
+	case w.wake >= 0 && p.WakeAfter != w.wake:
+		t.Errorf("wake after %v, want %v", p.WakeAfter, w.wake)
+	}
+	// Every state that is not terminal has a wake-up (issue 10, item 3).
+	if !isTerminalStatus(&p.Status) && ta.DeletionTimestamp.IsZero() && !p.Launch && p.Populate == nil && p.WakeAfter <= 0 {
+		t.Errorf("a non-terminal plan without a wake-up")
+	}
+}
+
+func equalStatus(a, b flytev1.TaskActionStatus) bool {
+	return string(mustJSON(a)) == string(mustJSON(b))
+}
