@@ -1,0 +1,226 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/plugin"
+)
+
+// TestEventVersionsUniquePerAttemptAcrossCrashes is issue 10, item 8: after
+// a crash between an acknowledged event and its status write, the next
+// reconcile decides from the same status; whatever it reports then never
+// shares (attempt, version) with a different phase, and the same phase is
+// re-sent with the same version (the service stores it once).
+func TestEventVersionsUniquePerAttemptAcrossCrashes(t *testing.T) {
+	ta := newTA(0)
+	launch := func(obs plugin.Observation) Plan {
+		w := worldOf(t, ta, ours("pod-1", t0, obs))
+		w.Launch = &launchOutcome{}
+		return testDecider.decide(w, t0)
+	}
+	queued := launch(plugin.Observation{Phase: plugin.PhaseQueued})
+	// Crash: QUEUED acknowledged, status not written. The pod runs meanwhile.
+	afterCrash := testDecider.decide(worldOf(t, ta, ours("pod-1", t0, running(t0.Add(time.Second)))), t0.Add(time.Second))
+	q, r := queued.Events[0], afterCrash.Events[0]
+	if q.Attempt == r.Attempt && q.Version == r.Version {
+		t.Fatalf("QUEUED and RUNNING of attempt %d share version %d", q.Attempt, q.Version)
+	}
+	again := launch(plugin.Observation{Phase: plugin.PhaseQueued})
+	if again.Events[0].Version != q.Version {
+		t.Errorf("the re-sent QUEUED has version %d, first %d", again.Events[0].Version, q.Version)
+	}
+	// Along a run, versions increase and identify one phase each.
+	ta = applied(ta, afterCrash)
+	seen := map[int32]events.Phase{r.Version: r.Phase}
+	last := r.Version
+	for i, obs := range []plugin.Observation{
+		{Phase: plugin.PhaseRunning, Message: "still", OccurredAt: t0.Add(2 * time.Second)},
+		{Phase: plugin.PhaseInitializing, Message: "restarting", OccurredAt: t0.Add(3 * time.Second)},
+		running(t0.Add(4 * time.Second)),
+		succeeded(t0.Add(5 * time.Second)),
+	} {
+		p := testDecider.decide(worldOf(t, ta, ours("pod-1", t0, obs)), t0.Add(time.Duration(i+2)*time.Second))
+		for _, e := range p.Events {
+			if ph, ok := seen[e.Version]; ok && ph != e.Phase {
+				t.Errorf("version %d used by %s and %s", e.Version, ph, e.Phase)
+			}
+			if e.Version <= last {
+				t.Errorf("version %d after %d", e.Version, last)
+			}
+			seen[e.Version], last = e.Phase, e.Version
+		}
+		ta = applied(ta, p)
+	}
+}
+
+// sim runs decisions with apply's semantics and no I/O: a plan's events are
+// acknowledged (or not, during an outage) before its status is kept.
+type sim struct {
+	t      *testing.T
+	ta     *flytev1.TaskAction
+	acked  []events.Event
+	outage bool
+}
+
+func (s *sim) step(w World, now time.Time) Plan {
+	s.t.Helper()
+	w.TA = s.ta
+	p := testDecider.decide(w, now)
+	if s.outage && len(p.Events) > 0 {
+		return p // reporting failed: nothing persisted
+	}
+	s.acked = append(s.acked, p.Events...)
+	s.ta = applied(s.ta, p)
+	return p
+}
+
+// checkHistoryHasEvents is issue 10, item 13: every history entry has its
+// acknowledged event, in order, and the history's times are in order.
+func checkHistoryHasEvents(t *testing.T, st flytev1.TaskActionStatus, acked []events.Event) {
+	t.Helper()
+	phaseOf := map[string][]events.Phase{
+		flytev1.ReasonQueued:           {events.PhaseQueued, events.PhaseWaitingForResources},
+		flytev1.ReasonInitializing:     {events.PhaseInitializing},
+		flytev1.ReasonExecuting:        {events.PhaseRunning},
+		flytev1.ReasonCompleted:        {events.PhaseSucceeded},
+		flytev1.ReasonRetryableFailure: {events.PhaseFailed},
+		flytev1.ReasonPermanentFailure: {events.PhaseFailed},
+		flytev1.ReasonTimedOut:         {events.PhaseTimedOut},
+	}
+	i := 0
+	for k, h := range st.PhaseHistory {
+		if k > 0 && h.OccurredAt.Before(&st.PhaseHistory[k-1].OccurredAt) {
+			t.Errorf("history out of order: %s at %v after %s at %v", h.Phase, h.OccurredAt, st.PhaseHistory[k-1].Phase, st.PhaseHistory[k-1].OccurredAt)
+		}
+		found := false
+		for ; i < len(acked) && !found; i++ {
+			for _, p := range phaseOf[h.Phase] {
+				found = found || acked[i].Phase == p
+			}
+		}
+		if !found {
+			t.Errorf("history entry %d (%s) has no acknowledged event in order; events %s, history %s", k, h.Phase, evs(acked), history(st))
+		}
+	}
+}
+
+// TestEveryHistoryEntryHasItsEvent replays the outage of issue 10, item 13:
+// attempt 2 fails, attempt 3's pod is launched and finishes while the events
+// service is down; afterwards the history and the events agree.
+func TestEveryHistoryEntryHasItsEvent(t *testing.T) {
+	s := &sim{t: t, ta: newTA(2)}
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	// Attempt 1 fails, attempt 2 runs.
+	w := World{Task: worldOf(t, s.ta, resource{}).Task, Launch: &launchOutcome{}}
+	w.Pod = ours("a1", at(1), plugin.Observation{Phase: plugin.PhaseQueued})
+	w.Pod.Name = "hello-0"
+	s.step(w, at(1))
+	w = World{Task: w.Task, Pod: ours("a1", at(1), userFailure(at(2)))}
+	w.Pod.Name = "hello-0"
+	s.step(w, at(2))
+	w = World{Task: w.Task, Launch: &launchOutcome{}, Pod: ours("a2", at(3), plugin.Observation{Phase: plugin.PhaseQueued})}
+	w.Pod.Name = "hello-1"
+	s.step(w, at(3))
+	// The outage begins; attempt 2 fails.
+	s.outage = true
+	w = World{Task: w.Task, Pod: ours("a2", at(3), userFailure(at(4)))}
+	w.Pod.Name = "hello-1"
+	s.step(w, at(4))
+	// The outage ends: FAILED of attempt 2 goes through.
+	s.outage = false
+	s.step(w, at(6))
+	// Attempt 3 is launched; QUEUED cannot be reported (a second outage), and its pod finishes.
+	s.outage = true
+	w = World{Task: w.Task, Launch: &launchOutcome{}, Pod: ours("a3", at(7), plugin.Observation{Phase: plugin.PhaseQueued})}
+	w.Pod.Name = "hello-2"
+	s.step(w, at(7))
+	s.outage = false
+	w = World{Task: w.Task, Pod: ours("a3", at(7), userFailure(at(8)))}
+	w.Pod.Name = "hello-2"
+	s.step(w, at(10))
+	if !IsTerminal(s.ta) || s.ta.Status.Attempts != 3 {
+		t.Fatalf("not failed after 3 attempts: %+v", s.ta.Status)
+	}
+	checkHistoryHasEvents(t, s.ta.Status, s.acked)
+	if got := evs(s.acked); !strings.HasSuffix(got, "2:FAILED:v38 3:FAILED:v22") {
+		t.Errorf("events = %s", got)
+	}
+}
+
+// TestEarlierAttemptPodsAreCleanedUpLevelTriggered is issue 10, item 14: the
+// pod of a failed attempt whose delete was lost (a crash after the status
+// write) is deleted by every later reconcile, derived from the durable status.
+func TestEarlierAttemptPodsAreCleanedUpLevelTriggered(t *testing.T) {
+	ta := runningTA(t, newTA(2))
+	p := testDecider.decide(worldOf(t, ta, ours("pod-1", t0, userFailure(t0.Add(time.Minute)))), t0.Add(time.Minute))
+	ta = applied(ta, p) // crash: the delete of pod-1 never happened
+	for _, tc := range []struct {
+		name string
+		pod  resource
+	}{
+		{"before the next launch", resource{}},
+		{"while attempt 2 runs", ours("pod-2", t0, running(t0.Add(2*time.Minute)))},
+	} {
+		w := worldOf(t, ta, tc.pod)
+		w.Others = []resource{{Name: "hello-0", Holder: holderUs, UID: "pod-1"}}
+		p := testDecider.decide(w, t0.Add(3*time.Minute))
+		if len(p.Delete) != 1 || p.Delete[0].UID != "pod-1" {
+			t.Errorf("%s: deletes = %+v, want pod-1", tc.name, p.Delete)
+		}
+		ta = applied(ta, p)
+	}
+}
+
+func TestHistoryIsBoundedAndKeepsItsStart(t *testing.T) {
+	st := &flytev1.TaskActionStatus{}
+	for i := 0; i < 3*maxHistory; i++ {
+		phase := plugin.PhaseRunning
+		if i%2 == 0 {
+			phase = plugin.PhaseQueued
+		}
+		record(st, transition{attempt: 1, phase: phase, at: t0.Add(time.Duration(i) * time.Second),
+			err: &plugin.ExecError{Message: strings.Repeat("é", 1000)}}, uint32(i), t0)
+	}
+	if n := len(st.PhaseHistory); n != maxHistory {
+		t.Errorf("history has %d entries, want %d", n, maxHistory)
+	}
+	if !st.PhaseHistory[0].OccurredAt.Equal(&metav1.Time{Time: t0}) {
+		t.Errorf("first entry %v, want the start", st.PhaseHistory[0])
+	}
+	for _, h := range st.PhaseHistory {
+		if len(h.Message) > maxHistoryMessage || !strings.HasSuffix(h.Message, "...") || strings.ContainsRune(h.Message, '\uFFFD') {
+			t.Errorf("history message of %d bytes: %q", len(h.Message), h.Message[:20])
+		}
+	}
+}
+
+func TestPluginStateRoundTrip(t *testing.T) {
+	retry := metav1.NewTime(t0)
+	for _, s := range []attemptState{
+		{Attempt: 2},
+		{Attempt: 1, Pod: "u1"},
+		{Attempt: 3, Discarded: "u2", RetryAt: &retry, QuotaWaits: 2},
+	} {
+		st := &flytev1.TaskActionStatus{}
+		writeState(st, s)
+		got := readState(st, s.Attempt)
+		if fmt.Sprint(got) != fmt.Sprint(s) {
+			t.Errorf("round trip %+v → %+v", s, got)
+		}
+		if other := readState(st, s.Attempt+1); other != (attemptState{Attempt: s.Attempt + 1}) {
+			t.Errorf("state of attempt %d read for attempt %d: %+v", s.Attempt, s.Attempt+1, other)
+		}
+	}
+	// Bytes another writer put there read as a fresh state.
+	st := &flytev1.TaskActionStatus{PluginState: []byte{0xff, 0x00}, PluginStateVersion: 1}
+	if got := readState(st, 1); got != (attemptState{Attempt: 1}) {
+		t.Errorf("garbage read as %+v", got)
+	}
+}
