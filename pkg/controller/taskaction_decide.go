@@ -183,9 +183,10 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 			if len(st.PhaseHistory) == 0 {
 				p.Metrics.LaunchLatency = now.Sub(w.TA.CreationTimestamp.Time)
 			}
-			if obs.Phase == plugin.PhaseQueued && obs.Message == "" {
-				obs.Message = "pod created"
-			}
+		}
+		if obs.Phase == plugin.PhaseQueued && obs.Message == "" {
+			// The same words whether the pod is recorded by its launch or adopted after a crash.
+			obs.Message = "pod created"
 		}
 	}
 	obs = d.applyTimeout(p, w, now, obs)

@@ -1,0 +1,406 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/container"
+)
+
+// errCrash is the process dying right after a write took effect.
+var errCrash = errors.New("simulated crash")
+
+// rig is a fake API server, events service and kubelet around a reconciler
+// whose every write can be the last one before a crash.
+type rig struct {
+	t     *testing.T
+	store client.WithWatch
+	clock *clocktesting.FakeClock
+	svc   *dedupService
+	// crashAfter is the write after which the process dies (0: never).
+	crashAfter int
+	writes     int
+	crashed    bool
+	// gen is the running process; dead is the one that crashed: its later
+	// writes never happen.
+	gen, dead int
+	uids      int
+	mu         sync.Mutex
+}
+
+// dedupService stores each event identity once, as the events service does.
+type dedupService struct {
+	r     *rig
+	seen  map[string]bool
+	order []string
+}
+
+func identity(e events.Event) string {
+	return fmt.Sprintf("%d:%s:v%d", e.Attempt, e.Phase, e.Version)
+}
+
+func (d *dedupService) Record(_ context.Context, e events.Event) error {
+	if d.r.isDead() {
+		return errCrash
+	}
+	if !d.seen[identity(e)] {
+		d.seen[identity(e)] = true
+		d.order = append(d.order, identity(e))
+	}
+	return d.r.wrote()
+}
+
+// wrote counts a write that took effect and crashes after the chosen one.
+func (r *rig) wrote() error {
+	r.writes++
+	if r.crashAfter > 0 && r.writes == r.crashAfter && !r.crashed {
+		r.crashed, r.dead = true, r.gen
+		return errCrash
+	}
+	return nil
+}
+
+func (r *rig) isDead() bool { return r.crashed && r.dead == r.gen }
+
+func newRig(t *testing.T, crashAfter int) *rig {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := flytev1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, clock: clocktesting.NewFakeClock(t0), crashAfter: crashAfter}
+	r.svc = &dedupService{r: r, seen: map[string]bool{}}
+	r.store = fake.NewClientBuilder().WithScheme(s).
+		WithStatusSubresource(&flytev1.TaskAction{}, &corev1.Pod{}).
+		WithIndex(&corev1.Pod{}, ownerIndex, controllerUID).
+		WithIndex(&flytev1.TaskAction{}, identityIndex, actionIdentity).
+		Build()
+	return r
+}
+
+// client is what the reconciler writes through: UIDs and creation times as
+// the API server sets them, UID preconditions honoured, every write counted.
+func (r *rig) client() client.Client {
+	return interceptor.NewClient(r.store, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if r.isDead() {
+				return errCrash
+			}
+			r.uids++
+			obj.SetUID(types.UID(fmt.Sprintf("uid-%d", r.uids)))
+			obj.SetCreationTimestamp(metav1.NewTime(r.clock.Now()))
+			if err := c.Create(ctx, obj, opts...); err != nil {
+				return err
+			}
+			return r.wrote()
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if r.isDead() {
+				return errCrash
+			}
+			do := &client.DeleteOptions{}
+			do.ApplyOptions(opts)
+			if do.Preconditions != nil && do.Preconditions.UID != nil {
+				cur := obj.DeepCopyObject().(client.Object)
+				if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+					return err
+				}
+				if cur.GetUID() != *do.Preconditions.UID {
+					return apierrors.NewConflict(corev1.Resource("pods"), obj.GetName(), errors.New("UID precondition failed"))
+				}
+			}
+			if err := c.Delete(ctx, obj, opts...); err != nil {
+				return err
+			}
+			return r.wrote()
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			if r.isDead() {
+				return errCrash
+			}
+			if err := c.Patch(ctx, obj, p, opts...); err != nil {
+				return err
+			}
+			return r.wrote()
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			if r.isDead() {
+				return errCrash
+			}
+			if err := c.SubResource(sub).Patch(ctx, obj, p, opts...); err != nil {
+				return err
+			}
+			return r.wrote()
+		},
+	})
+}
+
+// reconciler is a freshly started process (no memory of earlier writes).
+func (r *rig) reconciler() *Reconciler {
+	r.gen++
+	reg := plugin.NewRegistry()
+	reg.SetDefault(container.New())
+	c := r.client()
+	return &Reconciler{Client: c, APIReader: r.store, Registry: reg, Recorder: r.svc, Clock: r.clock,
+		Options:  Options{Cluster: "c1", MaxSystemFailures: 3, RequeueDuration: 10 * time.Second},
+		taWrites: newWriteOrder(), taReleased: newReleased(), podCreates: newWriteOrder()}
+}
+
+// createTA stores ta as a user would create it (not one of the executor's writes).
+func (r *rig) createTA(ta *flytev1.TaskAction) {
+	ta.Finalizers, ta.UID, ta.CreationTimestamp = nil, "ta-uid", metav1.NewTime(r.clock.Now())
+	if err := r.store.Create(context.Background(), ta); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) ta() (*flytev1.TaskAction, bool) {
+	ta := &flytev1.TaskAction{}
+	err := r.store.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "hello"}, ta)
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return ta, true
+}
+
+func (r *rig) pod(name string) (*corev1.Pod, bool) {
+	p := &corev1.Pod{}
+	if err := r.store.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: name}, p); err != nil {
+		return nil, false
+	}
+	return p, true
+}
+
+func (r *rig) setPod(p *corev1.Pod, phase corev1.PodPhase, reason string, exit int32) {
+	now := metav1.NewTime(r.clock.Now())
+	p.Status = corev1.PodStatus{Phase: phase, Reason: reason, StartTime: &now}
+	name := p.Spec.Containers[0].Name
+	switch phase {
+	case corev1.PodRunning:
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: name, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
+	case corev1.PodSucceeded, corev1.PodFailed:
+		if reason == "" {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: name, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, StartedAt: now, FinishedAt: now}}}}
+		}
+	}
+	if err := r.store.Status().Update(context.Background(), p); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// scenario plays the kubelet (and users) in step with what the executor has
+// recorded, so that a run with a crash sees the same world as one without.
+type scenario struct {
+	name    string
+	retries int32
+	kubelet func(r *rig, ta *flytev1.TaskAction, reason string)
+}
+
+var scenarios = []scenario{
+	{name: "success", kubelet: func(r *rig, ta *flytev1.TaskAction, reason string) {
+		if p, ok := r.pod("hello-0"); ok {
+			switch {
+			case reason == flytev1.ReasonQueued && p.Status.Phase == "":
+				r.setPod(p, corev1.PodRunning, "", 0)
+			case reason == flytev1.ReasonExecuting && p.Status.Phase == corev1.PodRunning:
+				r.setPod(p, corev1.PodSucceeded, "", 0)
+			}
+		}
+	}},
+	{name: "retry", retries: 1, kubelet: func(r *rig, ta *flytev1.TaskAction, reason string) {
+		if p, ok := r.pod("hello-0"); ok && ta.Status.Attempts == 1 {
+			switch {
+			case reason == flytev1.ReasonQueued && p.Status.Phase == "":
+				r.setPod(p, corev1.PodRunning, "", 0)
+			case reason == flytev1.ReasonExecuting && p.Status.Phase == corev1.PodRunning:
+				r.setPod(p, corev1.PodFailed, "", 1)
+			}
+		}
+		if p, ok := r.pod("hello-1"); ok && ta.Status.Attempts == 2 {
+			switch {
+			case reason == flytev1.ReasonQueued && p.Status.Phase == "":
+				r.setPod(p, corev1.PodRunning, "", 0)
+			case reason == flytev1.ReasonExecuting && p.Status.Phase == corev1.PodRunning:
+				r.setPod(p, corev1.PodSucceeded, "", 0)
+			}
+		}
+	}},
+	{name: "system failure", kubelet: func(r *rig, ta *flytev1.TaskAction, reason string) {
+		p, ok := r.pod("hello-0")
+		switch {
+		case !ok:
+		case reason == flytev1.ReasonQueued && p.Status.Phase == "" && ta.Status.SystemFailures == 0:
+			r.setPod(p, corev1.PodFailed, "Evicted", 0) // the first try is evicted
+		case reason == flytev1.ReasonQueued && p.Status.Phase == "" && ta.Status.SystemFailures == 1:
+			r.setPod(p, corev1.PodRunning, "", 0)
+		case reason == flytev1.ReasonExecuting && p.Status.Phase == corev1.PodRunning:
+			r.setPod(p, corev1.PodSucceeded, "", 0)
+		}
+	}},
+	{name: "abort", kubelet: func(r *rig, ta *flytev1.TaskAction, reason string) {
+		p, ok := r.pod("hello-0")
+		switch {
+		case ok && reason == flytev1.ReasonQueued && p.Status.Phase == "":
+			r.setPod(p, corev1.PodRunning, "", 0)
+		case reason == flytev1.ReasonExecuting && ta.DeletionTimestamp.IsZero():
+			if err := r.store.Delete(context.Background(), ta); err != nil {
+				r.t.Fatal(err)
+			}
+		}
+	}},
+}
+
+// outcome is what a run ends with: the stored event identities, in order,
+// and the TaskAction's status in the terms that matter.
+type outcome struct {
+	events, status string
+	writes         int
+}
+
+func (r *rig) run(sc scenario) outcome {
+	ctx := context.Background()
+	r.createTA(newTA(sc.retries))
+	rec := r.reconciler()
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "hello"}}
+	for i := 0; i < 200; i++ {
+		_, err := rec.Reconcile(ctx, req)
+		if errors.Is(err, errCrash) {
+			rec = r.reconciler() // restart
+			continue
+		}
+		if err != nil {
+			r.t.Fatalf("reconcile: %v", err)
+		}
+		cur, ok := r.ta()
+		if !ok {
+			return outcome{events: strings.Join(r.svc.order, " "), status: "deleted", writes: r.writes}
+		}
+		reason := ""
+		if c := meta.FindStatusCondition(cur.Status.Conditions, flytev1.ConditionProgressing); c != nil {
+			reason = c.Reason
+		}
+		if IsTerminal(cur) && len(cur.Finalizers) == 0 {
+			return outcome{events: strings.Join(r.svc.order, " "), status: summary(cur), writes: r.writes}
+		}
+		sc.kubelet(r, cur, reason)
+		r.clock.Step(11 * time.Second)
+	}
+	r.t.Fatalf("%s did not end; events %v", sc.name, r.svc.order)
+	return outcome{}
+}
+
+func summary(ta *flytev1.TaskAction) string {
+	st := ta.Status
+	var conds []string
+	for _, c := range st.Conditions {
+		conds = append(conds, c.Type+"="+string(c.Status)+"/"+c.Reason+"/"+c.Message)
+	}
+	es := ""
+	if st.ErrorState != nil {
+		es = st.ErrorState.Code + "/" + string(st.ErrorState.Kind)
+	}
+	return fmt.Sprintf("attempts=%d sys=%d phase=%s v=%d cache=%s history=%s error=%s conds=%s labels=%s pods=%v",
+		st.Attempts, st.SystemFailures, st.PluginPhase, st.PluginPhaseVersion, st.CacheStatus, history(st), es, strings.Join(conds, ";"),
+		ta.Labels[TerminationStatusLabel], len(st.PluginState))
+}
+
+// TestCrashAtEveryWrite: for a success, a retry, a system failure and an
+// abort, a crash right after each write and a restart end with exactly the
+// events (identities) and status of a run without a crash.
+func TestCrashAtEveryWrite(t *testing.T) {
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			clean := newRig(t, 0).run(sc)
+			if clean.writes < 4 {
+				t.Fatalf("a clean run made only %d writes: %+v", clean.writes, clean)
+			}
+			t.Logf("clean run: %d writes; events %s; %s", clean.writes, clean.events, clean.status)
+			for k := 1; k <= clean.writes; k++ {
+				got := newRig(t, k).run(sc)
+				if got.events != clean.events {
+					t.Errorf("crash after write %d: events\n  %s\nwant\n  %s", k, got.events, clean.events)
+				}
+				if got.status != clean.status {
+					t.Errorf("crash after write %d: status\n  %s\nwant\n  %s", k, got.status, clean.status)
+				}
+			}
+		})
+	}
+}
+
+// TestEvidenceKeptUntilTheDecisionIsDurable is issue 10, item 6: a permanent
+// failure's pod is not deleted while the report of that failure fails.
+func TestEvidenceKeptUntilTheDecisionIsDurable(t *testing.T) {
+	r := newRig(t, 0)
+	ctx := context.Background()
+	r.createTA(newTA(0))
+	rec := r.reconciler()
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "hello"}}
+	if _, err := rec.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := r.pod("hello-0")
+	if !ok {
+		t.Fatal("no pod")
+	}
+	p.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "InvalidImageName"}}}}}
+	if err := r.store.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	failing := &failingRecorder{}
+	rec.Recorder = failing
+	for i := 0; i < 3; i++ {
+		if _, err := rec.Reconcile(ctx, req); err == nil {
+			t.Fatal("reconcile succeeded while the events service was down")
+		}
+		if _, ok := r.pod("hello-0"); !ok {
+			t.Fatal("the pod was deleted before its failure was reported")
+		}
+		if cur, _ := r.ta(); IsTerminal(cur) {
+			t.Fatal("the failure was persisted before it was reported")
+		}
+	}
+	rec.Recorder = r.svc
+	if _, err := rec.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.pod("hello-0"); ok {
+		t.Error("the stuck pod was kept after its failure was recorded")
+	}
+	if cur, _ := r.ta(); !IsTerminal(cur) || cur.Status.ErrorState.Code != "InvalidImageName" {
+		t.Errorf("status = %+v", cur.Status)
+	}
+}
+
+type failingRecorder struct{}
+
+func (failingRecorder) Record(context.Context, events.Event) error {
+	return errors.New("events service unavailable")
+}
