@@ -46,7 +46,7 @@ type rig struct {
 	// writes never happen.
 	gen, dead int
 	uids      int
-	mu         sync.Mutex
+	mu        sync.Mutex
 }
 
 // dedupService stores each event identity once, as the events service does.

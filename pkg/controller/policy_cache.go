@@ -62,16 +62,15 @@ func cacheEntryOf(w World, key cache.Key, attempt uint32) cacheEntry {
 	}}
 }
 
-// consultCache applies the cache's answer before a launch. It returns true
-// when the answer decided the step (a hit, or another holder's reservation);
-// a cache that cannot answer never blocks work.
-func (d decider) consultCache(p *Plan, w World, now time.Time, s attemptState) bool {
+// noteCacheAnswer records what the cache said in the status (MISS, or why
+// the task runs without the cache), with its warning. It applies both to the
+// decision before a launch and to the one taken again after it.
+func (d decider) noteCacheAnswer(p *Plan, w World) {
 	st := &p.Status
 	a := w.Cache
-	if _, ok := cacheKey(w); !ok || !a.Asked {
-		return false
+	if _, ok := cacheKey(w); !ok || !a.Asked || a.Hit != nil {
+		return
 	}
-	attempt := max(st.Attempts, 1)
 	switch {
 	case a.KeyErr != nil:
 		st.CacheStatus = flytev1.CacheSkipped
@@ -83,6 +82,24 @@ func (d decider) consultCache(p *Plan, w World, now time.Time, s attemptState) b
 		p.Metrics.CacheLookup = st.CacheStatus.String()
 		p.Warnings = append(p.Warnings, warning{EventCacheLookupFailed, "ConsultingCache",
 			fmt.Sprintf("cache lookup of %s failed, running the task: %v", a.Key, a.LookupErr)})
+	case st.CacheStatus != flytev1.CacheMiss:
+		st.CacheStatus = flytev1.CacheMiss
+		p.Metrics.CacheLookup = st.CacheStatus.String()
+	}
+}
+
+// consultCache applies the cache's answer before a launch. It returns true
+// when the answer decided the step (a hit, or another holder's reservation);
+// a cache that cannot answer never blocks work.
+func (d decider) consultCache(p *Plan, w World, now time.Time, s attemptState) bool {
+	st := &p.Status
+	a := w.Cache
+	if _, ok := cacheKey(w); !ok || !a.Asked {
+		return false
+	}
+	attempt := max(st.Attempts, 1)
+	d.noteCacheAnswer(p, w)
+	switch {
 	case a.Hit != nil:
 		st.CacheStatus = flytev1.CacheHit
 		p.Metrics.CacheLookup = st.CacheStatus.String()
@@ -90,19 +107,13 @@ func (d decider) consultCache(p *Plan, w World, now time.Time, s attemptState) b
 		d.final(p, w, now, transition{attempt: attempt, phase: plugin.PhaseSucceeded, at: now, reason: flytev1.ReasonCompleted,
 			outputURI: a.Hit.OutputURI, message: fmt.Sprintf("served from the cache: outputs of %s/%s attempt %d", src.Run, src.Action, src.Attempt)})
 		return true
-	default:
-		if st.CacheStatus != flytev1.CacheMiss {
-			st.CacheStatus = flytev1.CacheMiss
-			p.Metrics.CacheLookup = st.CacheStatus.String()
-		}
-		if a.HeldBy != "" {
-			// Another TaskAction computes these outputs: wait for it, and look again.
-			d.progress(p, w, now, s, transition{attempt: attempt, phase: plugin.PhaseWaitingForResources, at: now,
-				message: fmt.Sprintf("waiting for the cache reservation held by %s", a.HeldBy)})
-			p.WakeAfter = 0
-			p.wake(d.Backoff)
-			return true
-		}
+	case a.KeyErr == nil && a.LookupErr == nil && a.HeldBy != "":
+		// Another TaskAction computes these outputs: wait for it, and look again.
+		d.progress(p, w, now, s, transition{attempt: attempt, phase: plugin.PhaseWaitingForResources, at: now,
+			message: fmt.Sprintf("waiting for the cache reservation held by %s", a.HeldBy)})
+		p.WakeAfter = 0
+		p.wake(d.Backoff)
+		return true
 	}
 	return false
 }

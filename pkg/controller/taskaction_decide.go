@@ -144,6 +144,9 @@ func (d decider) task(p *Plan, w World, now time.Time) {
 		}
 		p.wake(d.Backoff)
 	case pod.Holder == holderUs:
+		if w.Launch != nil {
+			d.noteCacheAnswer(p, w) // the answer that let this launch happen
+		}
 		d.observe(p, w, now, s)
 	case s.Pod != "":
 		d.systemFailure(p, w, now, s, &plugin.ExecError{Code: CodeResourceDeletedExternally, Kind: flytev1.ErrorKindSystem,
