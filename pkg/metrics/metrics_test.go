@@ -123,6 +123,8 @@ func TestRecordingFunctionsShowInTheScrape(t *testing.T) {
 		metrics.Attempt()
 	}
 	metrics.Retry()
+	metrics.QuotaRefusal()
+	metrics.QuotaRefusal()
 	metrics.SystemFailure("ResourceDeletedExternally")
 	metrics.SystemFailure("ResourceDeletedExternally")
 	metrics.ObserveLaunchLatency(1500 * time.Millisecond)
@@ -130,9 +132,9 @@ func TestRecordingFunctionsShowInTheScrape(t *testing.T) {
 	metrics.ObserveTerminalLatency(250 * time.Millisecond)
 	metrics.EventBatch(3, 20*time.Millisecond, nil)
 	metrics.EventBatch(5, 2*time.Second, errors.New("unavailable"))
-	metrics.CacheLookup(string(flytev1.CacheHit))
+	metrics.CacheLookup(flytev1.CacheHit.String())
 	metrics.CacheLookup("miss")
-	metrics.CacheLookup(string(flytev1.CacheLookupFailure))
+	metrics.CacheLookup(flytev1.CacheLookupFailure.String())
 	metrics.GCDeletion(metrics.GCDeleted)
 	metrics.GCDeletion(metrics.GCDeleted)
 	metrics.GCDeletion(metrics.GCRecreated)
@@ -146,6 +148,7 @@ func TestRecordingFunctionsShowInTheScrape(t *testing.T) {
 		`executor_taskaction_transitions_total{outcome="error",phase="Completed"}`:    1,
 		`executor_taskaction_attempts_total`:                                          3,
 		`executor_taskaction_retries_total`:                                           1,
+		`executor_taskaction_quota_refusals_total`:                                    2,
 		`executor_taskaction_system_failures_total{code="ResourceDeletedExternally"}`: 2,
 		`executor_taskaction_launch_latency_seconds_count`:                            2,
 		`executor_taskaction_launch_latency_seconds_sum`:                              1.5,
