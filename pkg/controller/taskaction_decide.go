@@ -194,7 +194,8 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 	}
 	obs = d.applyTimeout(p, w, now, obs)
 	if obs.Phase.IsTerminal() && obs.Phase != plugin.PhaseSucceeded && obs.Error == nil {
-		obs.Error = &plugin.ExecError{Code: "UnknownError", Kind: flytev1.ErrorKindUser, Message: obs.Message}
+		// A failure nothing explains is not the task's fault.
+		obs.Error = &plugin.ExecError{Code: plugin.CodeUnknownError, Kind: flytev1.ErrorKindSystem, Message: obs.Message}
 	}
 	t := transition{attempt: attempt, phase: obs.Phase, message: obs.Message, err: obs.Error, at: occurred(obs, now)}
 	switch {

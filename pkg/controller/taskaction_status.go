@@ -28,7 +28,7 @@ const (
 	CodeInvalidSpec               = "InvalidSpec"
 	CodePluginNotFound            = "PluginNotFound"
 	CodeTimeout                   = "Timeout"
-	CodeResourceDeletedExternally = "ResourceDeletedExternally"
+	CodeResourceDeletedExternally = plugin.CodeResourceDeletedExternally
 	CodeMaxSystemFailuresExceeded = "MaxSystemFailuresExceeded"
 	CodeSystemError               = "SystemError"
 	CodeForeignResource           = "ResourceNameTaken"
@@ -286,14 +286,4 @@ func progressing(st *flytev1.TaskActionStatus) *metav1.Condition {
 	return meta.FindStatusCondition(st.Conditions, flytev1.ConditionProgressing)
 }
 
-// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("...")
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "..."
-}
+func truncate(s string, n int) string { return plugin.Truncate(s, n) }

@@ -34,6 +34,28 @@ func (p Phase) IsTerminal() bool {
 	return p == PhaseSucceeded || p == PhaseRetryableFailure || p == PhasePermanentFailure
 }
 
+// Error codes shared by the plugins and the reconciler (one definition each).
+const (
+	// CodeResourceDeletedExternally: the attempt's resource was deleted by
+	// someone other than the executor (a system failure).
+	CodeResourceDeletedExternally = "ResourceDeletedExternally"
+	// CodeUnknownError: the attempt failed and nothing says why (a system failure).
+	CodeUnknownError = "UnknownError"
+)
+
+// Truncate cuts s to at most n bytes, ending in "...", without splitting a
+// UTF-8 sequence: the one rule for every message the executor stores.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
 // ExecError describes why an attempt failed.
 type ExecError struct {
 	Code    string

@@ -17,8 +17,8 @@ const (
 	CodeOOMKilled                 = "OOMKilled"
 	CodeEvicted                   = "Evicted"
 	CodeInterrupted               = "Interrupted"
-	CodeUnknownError              = "UnknownError"
-	CodeResourceDeletedExternally = "ResourceDeletedExternally"
+	CodeUnknownError              = plugin.CodeUnknownError
+	CodeResourceDeletedExternally = plugin.CodeResourceDeletedExternally
 	CodeDeadlineExceeded          = "DeadlineExceeded"
 )
 
@@ -415,14 +415,4 @@ func withDetail(s, detail string) string {
 	return s
 }
 
-// truncate cuts s to at most n bytes without splitting a UTF-8 sequence.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("...")
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "..."
-}
+func truncate(s string, n int) string { return plugin.Truncate(s, n) }
