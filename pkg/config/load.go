@@ -52,6 +52,9 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	i(&c.KubeAPIBurst, "kubeAPIBurst", "client-side burst towards the API server")
 	d(&c.GC.Interval, "gc.interval", "interval between garbage-collection sweeps (0 disables the collector)")
 	d(&c.GC.MaxTTL, "gc.maxTTL", "how long a terminal TaskAction is kept")
+	s(&c.PodSecurity.Level, "podSecurity.level", "Pod Security Standards level task pods must meet: baseline, restricted or privileged")
+	fs.Var(&c.PodSecurity.AllowedServiceAccounts, flagPrefix+"podSecurity.allowedServiceAccounts",
+		"service accounts task pods may use, per namespace: ns=sa,ns=sa2,other=* (\"*\" as namespace: every other one); empty: any")
 }
 
 // Load builds the effective configuration: defaults, then the YAML file at path
@@ -85,6 +88,10 @@ func Load(path string, flags *pflag.FlagSet) (Config, error) {
 	return c, nil
 }
 
+// flyteSpellings are keys of the executor section as Flyte's executor spells
+// them, accepted beside ours so that a Flyte deployment's file loads.
+var flyteSpellings = map[string]string{"EventsServiceURL": "eventsServiceURL"}
+
 func loadFile(path string, c *Config) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -98,9 +105,12 @@ func loadFile(path string, c *Config) error {
 	if err := json.Unmarshal(js, &top); err != nil {
 		return fmt.Errorf("config file %s: the top level must be a mapping with a section %q", path, Section)
 	}
-	for k := range top {
-		if k != Section {
-			return fmt.Errorf("config file %s: unknown section %q (expected %q)", path, k, Section)
+	// A file shared with Flyte's other components holds their sections too
+	// (storage, webhook, logger, plugins, tasks, ...): they are not ours to
+	// judge. A near miss of ours is a typo, not another component's section.
+	for _, k := range sortedKeys(top) {
+		if k != Section && (strings.EqualFold(k, Section) || editDistance(k, Section) <= 2) {
+			return fmt.Errorf("config file %s: unknown section %q (did you mean %q?)", path, k, Section)
 		}
 	}
 	sec, ok := top[Section]
@@ -122,15 +132,24 @@ func decodeSection(prefix string, v reflect.Value, raw json.RawMessage, path str
 		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
 		fields[name] = v.Field(i)
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	if prefix == "" {
+		for flyte, ours := range flyteSpellings {
+			fv, hasFlyte := m[flyte]
+			if !hasFlyte {
+				continue
+			}
+			if ov, hasOurs := m[ours]; hasOurs && !sameValue(fields[ours].Type(), fv, ov) {
+				return fmt.Errorf("config file %s: %s and %s (Flyte's spelling) are both set, to %s and %s: keep one",
+					path, ours, flyte, ov, fv)
+			}
+			m[ours] = fv
+			delete(m, flyte)
+		}
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(m) {
 		f, ok := fields[k]
 		if !ok {
-			return fmt.Errorf("config file %s: unknown key %q", path, prefix+k)
+			return fmt.Errorf("config file %s: unknown key %q in section %s%s", path, prefix+k, Section, suggest(k, fields))
 		}
 		if f.Kind() == reflect.Struct && f.Type() != reflect.TypeOf(Duration{}) {
 			if err := decodeSection(prefix+k+".", f, m[k], path); err != nil {
@@ -141,12 +160,82 @@ func decodeSection(prefix string, v reflect.Value, raw json.RawMessage, path str
 		if err := json.Unmarshal(m[k], f.Addr().Interface()); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) {
-				return fmt.Errorf("config file %s: %s must be a %s, got a %s", path, prefix+k, f.Type(), te.Value)
+				return fmt.Errorf("config file %s: %s must be %s, got a %s", path, prefix+k, typeName(f.Type()), te.Value)
 			}
 			return fmt.Errorf("config file %s: %s: %v", path, prefix+k, err)
 		}
 	}
 	return nil
+}
+
+// sameValue compares two spellings of one key as the key's type reads them.
+func sameValue(t reflect.Type, a, b json.RawMessage) bool {
+	va, vb := reflect.New(t), reflect.New(t)
+	if json.Unmarshal(a, va.Interface()) != nil || json.Unmarshal(b, vb.Interface()) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va.Elem().Interface(), vb.Elem().Interface())
+}
+
+func typeName(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeOf(ServiceAccounts{}):
+		return "a mapping from namespace to a list of service accounts"
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() == reflect.Int:
+		return "an integer"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "a number"
+	}
+	return "a " + t.String()
+}
+
+// suggest names the key k was probably meant to be, if any.
+func suggest(k string, fields map[string]reflect.Value) string {
+	best, bestD := "", 3
+	for name := range fields {
+		d := editDistance(strings.ToLower(k), strings.ToLower(name))
+		if d < bestD || (d == bestD && name < best) {
+			best, bestD = name, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // YAML renders c as a config file with the `executor:` section.
