@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -99,6 +101,9 @@ func loadFile(path string, c *Config) error {
 	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
+		if key := nonFiniteKey(raw); key != "" {
+			return fmt.Errorf("config file %s: %s: NaN and infinities are not accepted", path, key)
+		}
 		return fmt.Errorf("config file %s: not valid YAML: %w", path, err)
 	}
 	var top map[string]json.RawMessage
@@ -166,6 +171,43 @@ func decodeSection(prefix string, v reflect.Value, raw json.RawMessage, path str
 		}
 	}
 	return nil
+}
+
+// nonFiniteKey finds the first key (dotted, in the section's terms for
+// ours) whose value is .nan or .inf, which JSON cannot hold; "" if none.
+func nonFiniteKey(raw []byte) string {
+	var doc map[string]any
+	if yamlv3.Unmarshal(raw, &doc) != nil {
+		return ""
+	}
+	var walk func(prefix string, v any) string
+	walk = func(prefix string, v any) string {
+		switch t := v.(type) {
+		case float64:
+			if math.IsNaN(t) || math.IsInf(t, 0) {
+				return prefix
+			}
+		case map[string]any:
+			for _, k := range sortedKeys(t) {
+				if p := walk(prefix+"."+k, t[k]); p != "" {
+					return p
+				}
+			}
+		case []any:
+			for i, e := range t {
+				if p := walk(fmt.Sprintf("%s[%d]", prefix, i), e); p != "" {
+					return p
+				}
+			}
+		}
+		return ""
+	}
+	for _, k := range sortedKeys(doc) {
+		if p := walk(k, doc[k]); p != "" {
+			return strings.TrimPrefix(p, Section+".")
+		}
+	}
+	return ""
 }
 
 // sameValue compares two spellings of one key as the key's type reads them.

@@ -145,7 +145,8 @@ executor:
 		{Name: "kubeAPIQPS +Inf", Args: []string{"--executor.kubeAPIQPS=+Inf"}, Want: "kubeAPIQPS: must be a positive finite number, got +Inf"},
 		{Name: "kubeAPIQPS -Inf", Args: []string{"--executor.kubeAPIQPS=-Inf"}, Want: "kubeAPIQPS: must be a positive finite number, got -Inf"},
 		{Name: "kubeAPIQPS 0", File: "executor:\n  kubeAPIQPS: 0\n", Want: "kubeAPIQPS: must be a positive finite number, got 0"},
-		{Name: "kubeAPIQPS .nan in the file", File: "executor:\n  kubeAPIQPS: .nan\n", Want: "config file <file>: not valid YAML: json: unsupported value: NaN"},
+		{Name: "kubeAPIQPS .nan in the file", File: "executor:\n  kubeAPIQPS: .nan\n", Want: "config file <file>: kubeAPIQPS: NaN and infinities are not accepted"},
+		{Name: "an infinity in another section", File: "logger:\n  level: .inf\nexecutor:\n  cluster: c1\n", Want: "config file <file>: logger.level: NaN and infinities are not accepted"},
 		{Name: "kubeAPIBurst 0", Args: []string{"--executor.kubeAPIBurst=0"}, Want: "kubeAPIBurst: must be at least 1, got 0"},
 
 		// maxConcurrentReconciles.
