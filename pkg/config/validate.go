@@ -31,6 +31,9 @@ const (
 	// requeueDuration, so requeueDuration must stay below ReservationLapse
 	// with room for a busy work queue; half of it leaves 15s.
 	MaxRequeueDuration = ReservationLapse / 2
+	// MinGCInterval keeps the collector's sweeps (a paged LIST of every
+	// TaskAction) from becoming a hot loop.
+	MinGCInterval = time.Minute
 	// MaxSystemFailuresLimit bounds the relaunches of one attempt (the
 	// controller stores the count as int32).
 	MaxSystemFailuresLimit = 100
@@ -154,8 +157,8 @@ func (c Config) Validate() error {
 	if c.KubeAPIBurst < 1 {
 		add("kubeAPIBurst", "must be at least 1, got %d", c.KubeAPIBurst)
 	}
-	if c.GC.Interval.Duration < 0 {
-		add("gc.interval", "must not be negative (0 disables gc), got %v", c.GC.Interval)
+	if d := c.GC.Interval.Duration; d < 0 || (d > 0 && d < MinGCInterval) {
+		add("gc.interval", "must be 0 (gc disabled) or at least %v (each sweep lists every TaskAction), got %v", MinGCInterval, c.GC.Interval)
 	} else if c.GC.Interval.Duration > 0 && c.GC.MaxTTL.Duration <= 0 {
 		add("gc.maxTTL", "must be positive when gc is enabled, got %v", c.GC.MaxTTL)
 	}

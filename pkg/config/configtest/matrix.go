@@ -211,7 +211,8 @@ executor:
 		// Garbage collector.
 		{Name: "gc enabled without maxTTL (file)", File: "executor:\n  gc:\n    interval: 5m\n    maxTTL: 0s\n", Want: "gc.maxTTL: must be positive when gc is enabled, got 0s"},
 		{Name: "gc negative maxTTL (flag)", Args: []string{"--executor.gc.maxTTL=-1h"}, Want: "gc.maxTTL: must be positive when gc is enabled, got -1h0m0s"},
-		{Name: "gc negative interval", Args: []string{"--executor.gc.interval=-1m"}, Want: "gc.interval: must not be negative (0 disables gc), got -1m0s"},
+		{Name: "gc negative interval", Args: []string{"--executor.gc.interval=-1m"}, Want: "gc.interval: must be 0 (gc disabled) or at least 1m0s (each sweep lists every TaskAction), got -1m0s"},
+		{Name: "gc interval of a second", File: "executor:\n  gc:\n    interval: 1s\n", Want: "gc.interval: must be 0 (gc disabled) or at least 1m0s (each sweep lists every TaskAction), got 1s"},
 		{Name: "gc not a mapping", File: "executor:\n  gc: 5m\n", Want: "config file <file>: executor.gc must be a mapping"},
 		{Name: "gc duration as a number", File: "executor:\n  gc:\n    maxTTL: 3600\n",
 			Want: `config file <file>: gc.maxTTL: a duration must be a string such as "90s" or "30m"`},
