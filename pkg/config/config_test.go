@@ -111,13 +111,14 @@ func TestEveryKeyHasAFlag(t *testing.T) {
 func flatten(prefix string, m map[string]any) map[string]string {
 	out := map[string]string{}
 	for k, v := range m {
-		if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+		sub, isMap := v.(map[string]any)
+		if isMap && len(sub) > 0 {
 			for sk, sv := range flatten(prefix+k+".", sub) {
 				out[sk] = sv
 			}
 			continue
 		}
-		if v == nil { // an empty map (allowedServiceAccounts) prints as null; its flag as ""
+		if isMap { // an empty mapping (allowedServiceAccounts): its flag's default is ""
 			out[prefix+k] = ""
 			continue
 		}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -43,6 +44,27 @@ func (s *ServiceAccounts) Set(v string) error {
 			return fmt.Errorf("%q is not namespace=serviceaccount", pair)
 		}
 		m[ns] = append(m[ns], sa)
+	}
+	*s = m
+	return nil
+}
+
+// MarshalJSON prints no list as an empty mapping rather than null.
+func (s ServiceAccounts) MarshalJSON() ([]byte, error) {
+	if s == nil {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(map[string][]string(s))
+}
+
+// UnmarshalJSON reads a mapping; an empty one is the same as none.
+func (s *ServiceAccounts) UnmarshalJSON(b []byte) error {
+	var m map[string][]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	if len(m) == 0 {
+		m = nil
 	}
 	*s = m
 	return nil
