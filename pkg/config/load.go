@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,6 +91,20 @@ func Load(path string, flags *pflag.FlagSet) (Config, error) {
 	return c, nil
 }
 
+// quantityKeys hold resource quantities, which YAML may read as numbers.
+var quantityKeys = map[string]bool{"defaultCPU": true, "defaultMemory": true}
+
+func isJSONNumber(raw json.RawMessage) bool {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if d.Decode(&v) != nil {
+		return false
+	}
+	_, ok := v.(json.Number)
+	return ok
+}
+
 // flyteSpellings are keys of the executor section as Flyte's executor spells
 // them, accepted beside ours so that a Flyte deployment's file loads.
 var flyteSpellings = map[string]string{"EventsServiceURL": "eventsServiceURL"}
@@ -160,6 +175,11 @@ func decodeSection(prefix string, v reflect.Value, raw json.RawMessage, path str
 			if err := decodeSection(prefix+k+".", f, m[k], path); err != nil {
 				return err
 			}
+			continue
+		}
+		if quantityKeys[prefix+k] && isJSONNumber(m[k]) {
+			// `defaultCPU: 2` is a quantity written as YAML reads a number.
+			f.SetString(string(m[k]))
 			continue
 		}
 		if err := json.Unmarshal(m[k], f.Addr().Interface()); err != nil {

@@ -124,8 +124,9 @@ executor:
 		{Name: "defaultMemory -1Gi", File: "executor:\n  defaultMemory: -1Gi\n", Want: `defaultMemory: "-1Gi"` + notPositive},
 		{Name: "defaultCPU not a quantity", Args: []string{"--executor.defaultCPU=lots"},
 			Want: `defaultCPU: "lots" is not a resource quantity (such as "500m" or "1Gi"; "" for no default)`},
-		{Name: "defaultCPU as a number in the file", File: "executor:\n  defaultCPU: 2\n",
-			Want: "config file <file>: defaultCPU must be a string, got a number"},
+		{Name: "defaultCPU as a negative number in the file", File: "executor:\n  defaultCPU: -2\n", Want: `defaultCPU: "-2"` + notPositive},
+		{Name: "defaultMemory as a boolean", File: "executor:\n  defaultMemory: true\n",
+			Want: "config file <file>: defaultMemory must be a string, got a bool"},
 
 		// Grace periods: 0 used to mean 3 minutes.
 		{Name: "imagePullGracePeriod 0 (file)", File: "executor:\n  imagePullGracePeriod: 0\n", Want: "imagePullGracePeriod: must be positive, got 0s" + noGrace},
@@ -260,6 +261,7 @@ executor:
 		{Name: "a Flyte deployment's file", File: flyteFile},
 		{Name: "both spellings, same value", File: "executor:\n  eventsServiceURL: http://a:8090\n  EventsServiceURL: http://a:8090\n"},
 		{Name: "no default CPU or memory", Args: []string{"--executor.defaultCPU=", "--executor.defaultMemory="}},
+		{Name: "quantities written as numbers", File: "executor:\n  defaultCPU: 2\n  defaultMemory: 1073741824\n"},
 		{Name: "bounds included", Args: []string{"--executor.requeueDuration=1s", "--executor.maxSystemFailures=100", "--executor.maxConcurrentReconciles=1024"}},
 		{Name: "requeueDuration at the upper bound", File: "executor:\n  requeueDuration: 15s\n  maxSystemFailures: 0\n"},
 		{Name: "metrics and probes on one port, different hosts", Args: []string{"--executor.metricsBindAddress=127.0.0.1:9000", "--executor.healthProbeBindAddress=127.0.0.2:9000"}},
