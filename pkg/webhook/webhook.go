@@ -33,10 +33,11 @@ const (
 	PathTaskActionValidate = "/validate-flyte-org-v1-taskaction"
 )
 
-// The webhook reads and writes its certificate Secret and the caBundle of
-// its own configurations; it reads no other Secret.
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
-// +kubebuilder:rbac:groups="",resources=secrets,resourceNames=executor-webhook-cert,verbs=get;update
+// The webhook reads and writes its certificate Secret, in its own namespace
+// only (a Role), and the caBundle of its own configurations; it reads no
+// other Secret.
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,resourceNames=executor-webhook-cert,verbs=get;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,resourceNames=executor-mutating-webhook-configuration;executor-validating-webhook-configuration,verbs=get;patch
 
 // Options are the parts of the webhooks that are not configuration.
