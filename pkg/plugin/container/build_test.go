@@ -13,6 +13,7 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 func testTA() *flytev1.TaskAction {
@@ -449,20 +450,20 @@ func TestTemplating(t *testing.T) {
 
 func TestOutputHelpers(t *testing.T) {
 	ta := testTA()
-	if got := OutputPrefix(ta, 2); got != "s3://bucket/run1/a0/2" {
+	if got := task.OutputPrefix(ta, 2); got != "s3://bucket/run1/a0/2" {
 		t.Errorf("OutputPrefix = %q", got)
 	}
-	if got := OutputURI(ta, 1); got != "s3://bucket/run1/a0/1/outputs.pb" {
+	if got := task.OutputURI(ta, 1); got != "s3://bucket/run1/a0/1/outputs.pb" {
 		t.Errorf("OutputURI = %q", got)
 	}
 	ta.Spec.RunOutputBase = ""
-	if OutputPrefix(ta, 1) != "" || OutputURI(ta, 1) != "" {
+	if task.OutputPrefix(ta, 1) != "" || task.OutputURI(ta, 1) != "" {
 		t.Errorf("no base: want empty")
 	}
 	for in, want := range map[string]string{
 		"s3://b/p/inputs.pb": "s3://b/p", "s3://b/inputs.pb": "s3://b", "/tmp/x/in.pb": "/tmp/x", "s3://bucket": "s3://bucket", "s3://b/p/": "s3://b/p",
 	} {
-		if got := InputPrefix(in); got != want {
+		if got := task.InputPrefix(in); got != want {
 			t.Errorf("InputPrefix(%q) = %q, want %q", in, got, want)
 		}
 	}
