@@ -13,8 +13,8 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/webhook/secrets"
 	"github.com/taskaction/executor/pkg/task"
+	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
 
 func testTA() *flytev1.TaskAction {
