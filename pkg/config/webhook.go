@@ -26,6 +26,8 @@ type WebhookConfig struct {
 	// Standalone runs only the webhook server: no reconciler, no garbage
 	// collector, no events or cache clients. It implies Enabled.
 	Standalone bool `json:"standalone"`
+	// Host is the address the webhook server listens on; empty means all.
+	Host string `json:"host"`
 	// Namespace of the executor's own objects (the certificate Secret, the
 	// webhook Service); empty means POD_NAMESPACE, else the in-cluster
 	// namespace, else "default".
@@ -99,6 +101,7 @@ func bindWebhookFlags(fs *pflag.FlagSet, w *WebhookConfig) {
 	p := flagPrefix + "webhook."
 	fs.BoolVar(&w.Enabled, p+"enabled", w.Enabled, "serve the admission webhooks (secret injection, TaskAction admission)")
 	fs.BoolVar(&w.Standalone, p+"standalone", w.Standalone, "run only the webhook server, without the reconciler")
+	fs.StringVar(&w.Host, p+"host", w.Host, "address the webhook server listens on (empty: all addresses; the port is webhookPort)")
 	fs.StringVar(&w.Namespace, p+"namespace", w.Namespace, "namespace of the webhook's Secret and Service (else POD_NAMESPACE, in-cluster, default)")
 	fs.StringVar(&w.ServiceName, p+"serviceName", w.ServiceName, "Service in front of the webhook server")
 	fs.StringVar(&w.SecretName, p+"secretName", w.SecretName, "Secret holding the generated certificate when webhookCertPath is empty")
@@ -117,6 +120,9 @@ var envPrefixPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func (w WebhookConfig) validate() []error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if w.Host != "" && net.ParseIP(w.Host) == nil && len(validation.IsDNS1123Subdomain(w.Host)) > 0 {
+		add("webhook.host %q is neither an IP address nor a host name", w.Host)
+	}
 	if w.Namespace != "" {
 		if msgs := validation.IsDNS1123Label(w.Namespace); len(msgs) > 0 {
 			add("webhook.namespace %q is not a namespace name", w.Namespace)

@@ -59,7 +59,7 @@ type Server struct {
 // enableHTTP2 (tlsOpts carries that), the certificate from webhookCertPath
 // (reloaded when its files change), else a generated one (see Register).
 func NewServer(cfg config.Config, tlsOpts []func(*tls.Config)) *Server {
-	opts := crwebhook.Options{Port: cfg.WebhookPort, TLSOpts: append([]func(*tls.Config){}, tlsOpts...)}
+	opts := crwebhook.Options{Host: cfg.Webhook.Host, Port: cfg.WebhookPort, TLSOpts: append([]func(*tls.Config){}, tlsOpts...)}
 	s := &Server{}
 	if cfg.WebhookCertPath != "" {
 		// controller-runtime watches these files and serves the new pair
