@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -20,6 +22,7 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/config"
+	"github.com/taskaction/executor/pkg/local"
 	"github.com/taskaction/executor/pkg/setup"
 )
 
@@ -65,8 +68,15 @@ func webhookConfig() config.Config {
 // the test ends or stop is called, and waits until it answers TLS on addr.
 func startWebhook(t *testing.T, c config.Config, opts setup.Options) (stop func()) {
 	t.Helper()
+	return startExecutor(t, c, env.Config, opts)
+}
+
+// startExecutor runs Setup(c, restCfg, opts) until the test ends or stop is
+// called; with the webhook on, it waits until the webhook port accepts.
+func startExecutor(t *testing.T, c config.Config, restCfg *rest.Config, opts setup.Options) (stop func()) {
+	t.Helper()
 	opts.SkipNameValidation = true
-	mgr, err := setup.Setup(c, env.Config, opts)
+	mgr, err := setup.Setup(c, restCfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +97,33 @@ func startWebhook(t *testing.T, c config.Config, opts setup.Options) (stop func(
 		}
 	}
 	t.Cleanup(stop)
-	waitListening(t, "127.0.0.1:"+strconv.Itoa(c.WebhookPort))
+	if c.Webhook.Active() {
+		waitListening(t, "127.0.0.1:"+strconv.Itoa(c.WebhookPort))
+	}
 	return stop
+}
+
+// startNode runs a local node (pkg/local: a kubelet that runs each pod's
+// command as a process) until the test ends.
+func startNode(t *testing.T, name string) {
+	t.Helper()
+	node := &local.Node{Config: env.Config, Name: name, DataDir: t.TempDir(), MaxGrace: 2 * time.Second, Heartbeat: time.Second, LogsAddr: "-", Log: testr.New(t)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("node: %v", err)
+		}
+	})
+	select {
+	case <-node.Ready():
+	case err := <-done:
+		t.Fatalf("node: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("node not ready")
+	}
 }
 
 // waitListening waits until a TCP connection to addr is accepted.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +17,6 @@ import (
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
-	"github.com/taskaction/executor/pkg/local"
 	"github.com/taskaction/executor/pkg/setup"
 	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
@@ -45,18 +43,7 @@ func TestTaskSecretsEndToEnd(t *testing.T) {
 	cfg.DefaultCPU, cfg.DefaultMemory = "100m", "64Mi"
 	startWebhook(t, cfg, setup.Options{Namespaces: []string{ns}, Recorder: &events.MemoryRecorder{}})
 
-	node := &local.Node{Config: env.Config, DataDir: t.TempDir(), MaxGrace: 2 * time.Second, Heartbeat: time.Second, LogsAddr: "-", Log: testr.New(t)}
-	nodeCtx, stopNode := context.WithCancel(ctx)
-	nodeDone := make(chan error, 1)
-	go func() { nodeDone <- node.Start(nodeCtx) }()
-	t.Cleanup(func() { stopNode(); <-nodeDone })
-	select {
-	case <-node.Ready():
-	case err := <-nodeDone:
-		t.Fatalf("node: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("node not ready")
-	}
+	startNode(t, "local-secrets")
 
 	withSecret := func(name, group, key string, command ...string) *flytev1.TaskAction {
 		ta := taskAction(ns, name)
