@@ -113,6 +113,9 @@ func Register(mgr manager.Manager, srv *Server, cfg config.Config, opts Options)
 			return fmt.Errorf("add webhook ready check: %w", err)
 		}
 	}
+	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
+		return fmt.Errorf("add webhook ready check: %w", err)
+	}
 	srv.Register(PathPodSecrets, &admission.Webhook{Handler: &PodSecretInjector{Injector: inj}, RecoverPanic: ptr(true)})
 	srv.Register(PathTaskActionDefault, &admission.Webhook{Handler: TaskActionFinalizer{}, RecoverPanic: ptr(true)})
 	srv.Register(PathTaskActionValidate, &admission.Webhook{Handler: TaskActionValidator{Extra: opts.ValidateTaskAction}, RecoverPanic: ptr(true)})
