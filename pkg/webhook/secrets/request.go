@@ -17,10 +17,8 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/encoding/prototext"
-	"google.golang.org/protobuf/reflect/protodesc"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/descriptorpb"
-	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 )
 
 // The pod contract shared with the pod builder.
@@ -79,52 +77,6 @@ func (r Request) String() string {
 // encoding is Flyte's base32 alphabet for annotation values.
 var encoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz123456").WithPadding(base32.NoPadding)
 
-// secretDesc describes flyteidl2.core.Secret with the fields and numbers of
-// Flyte's wire format, so the text form is parsed by the protobuf library
-// itself (any spacing, escapes, field order, comments).
-var secretDesc = func() protoreflect.MessageDescriptor {
-	str := descriptorpb.FieldDescriptorProto_TYPE_STRING.Enum()
-	enum := descriptorpb.FieldDescriptorProto_TYPE_ENUM.Enum()
-	opt := descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum()
-	field := func(name string, n int32, t *descriptorpb.FieldDescriptorProto_Type, typeName string) *descriptorpb.FieldDescriptorProto {
-		f := &descriptorpb.FieldDescriptorProto{Name: &name, Number: &n, Type: t, Label: opt, JsonName: &name}
-		if typeName != "" {
-			f.TypeName = &typeName
-		}
-		return f
-	}
-	value := func(name string, n int32) *descriptorpb.EnumValueDescriptorProto {
-		return &descriptorpb.EnumValueDescriptorProto{Name: &name, Number: &n}
-	}
-	s := func(v string) *string { return &v }
-	fd := &descriptorpb.FileDescriptorProto{
-		Name:    s("executor/webhook/flyte_secret.proto"),
-		Package: s("flyteidl2.core"),
-		Syntax:  s("proto3"),
-		MessageType: []*descriptorpb.DescriptorProto{{
-			Name: s("Secret"),
-			Field: []*descriptorpb.FieldDescriptorProto{
-				field("group", 1, str, ""),
-				field("group_version", 2, str, ""),
-				field("key", 3, str, ""),
-				field("mount_requirement", 4, enum, ".flyteidl2.core.Secret.MountType"),
-				field("env_var", 5, str, ""),
-			},
-			EnumType: []*descriptorpb.EnumDescriptorProto{{
-				Name:  s("MountType"),
-				Value: []*descriptorpb.EnumValueDescriptorProto{value("ANY", 0), value("ENV_VAR", 1), value("FILE", 2)},
-			}},
-		}},
-	}
-	// A private resolver: the descriptor must not clash with a generated
-	// flyteidl2.core package linked into the same binary.
-	f, err := protodesc.NewFile(fd, nil)
-	if err != nil {
-		panic(err)
-	}
-	return f.Messages().Get(0)
-}()
-
 // EncodeText is r in protobuf text form, fields in number order, default
 // values omitted, as Flyte writes it.
 func EncodeText(r Request) string {
@@ -167,17 +119,16 @@ func quote(s string) string {
 // DecodeText parses the protobuf text form of a Secret. Fields this
 // executor does not know are ignored, so newer writers stay readable.
 func DecodeText(text string) (Request, error) {
-	m := dynamicpb.NewMessage(secretDesc)
+	m := &core.Secret{}
 	if err := (prototext.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(text), m); err != nil {
 		return Request{}, err
 	}
-	f := secretDesc.Fields()
 	r := Request{
-		Group:        m.Get(f.ByName("group")).String(),
-		GroupVersion: m.Get(f.ByName("group_version")).String(),
-		Key:          m.Get(f.ByName("key")).String(),
-		Mount:        MountType(m.Get(f.ByName("mount_requirement")).Enum()),
-		EnvVar:       m.Get(f.ByName("env_var")).String(),
+		Group:        m.GetGroup(),
+		GroupVersion: m.GetGroupVersion(),
+		Key:          m.GetKey(),
+		Mount:        MountType(m.GetMountRequirement()),
+		EnvVar:       m.GetEnvVar(),
 	}
 	if _, ok := mountNames[r.Mount]; !ok {
 		return Request{}, fmt.Errorf("unknown mount requirement %d", r.Mount)
