@@ -80,6 +80,8 @@ type Config struct {
 
 	GC GCConfig `json:"gc"`
 
+	Webhook WebhookConfig `json:"webhook"` // see webhook.go
+
 	PodSecurity PodSecurityConfig `json:"podSecurity"`
 }
 
@@ -131,6 +133,8 @@ func Default() Config {
 			Interval: Duration{30 * time.Minute},
 			MaxTTL:   Duration{time.Hour},
 		},
+
+		Webhook: DefaultWebhook(),
 
 		PodSecurity: PodSecurityConfig{Level: "baseline"},
 	}

@@ -55,6 +55,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	i(&c.KubeAPIBurst, "kubeAPIBurst", "client-side burst towards the API server")
 	d(&c.GC.Interval, "gc.interval", "interval between garbage-collection sweeps (0 disables the collector)")
 	d(&c.GC.MaxTTL, "gc.maxTTL", "how long a terminal TaskAction is kept")
+	bindWebhookFlags(fs, &c.Webhook)
 	s(&c.PodSecurity.Level, "podSecurity.level", "Pod Security Standards level task pods must meet: baseline, restricted or privileged")
 	fs.Var(&c.PodSecurity.AllowedServiceAccounts, flagPrefix+"podSecurity.allowedServiceAccounts",
 		"service accounts task pods may use, per namespace: ns=sa,ns=sa2,other=* (\"*\" as namespace: every other one); empty: any")

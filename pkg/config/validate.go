@@ -86,9 +86,9 @@ func (c Config) Validate() error {
 	}
 	if c.WebhookPort < 1 || c.WebhookPort > 65535 {
 		add("webhookPort", "must be between 1 and 65535, got %d", c.WebhookPort)
-	} else {
-		// The webhook server listens on every interface.
-		binds["webhookPort"] = bindAddr{port: c.WebhookPort, on: true}
+	} else if c.Webhook.Active() {
+		// The webhook server listens only when the webhooks are served.
+		binds["webhookPort"] = bindAddr{host: c.Webhook.Host, port: c.WebhookPort, on: true}
 	}
 	for _, pair := range [][2]string{
 		{"metricsBindAddress", "healthProbeBindAddress"},
@@ -162,6 +162,7 @@ func (c Config) Validate() error {
 	} else if c.GC.Interval.Duration > 0 && c.GC.MaxTTL.Duration <= 0 {
 		add("gc.maxTTL", "must be positive when gc is enabled, got %v", c.GC.MaxTTL)
 	}
+	ps = append(ps, c.Webhook.validate()...)
 	ps = append(ps, c.PodSecurity.validate()...)
 	if len(ps) == 0 {
 		return nil
