@@ -80,6 +80,8 @@ func TestOtherCommandsValidate(t *testing.T) {
 	}{
 		{"local", []string{"local", "--data-dir", t.TempDir(), "--executor.requeueDuration=1h"},
 			"invalid configuration: requeueDuration: must be at most 15s, got 1h0m0s: it is also the cache reservation heartbeat, and a reservation lapses 30s after its last renewal"},
+		{"webhook", []string{"webhook", "--executor.maxConcurrentReconciles=0"},
+			"invalid configuration: maxConcurrentReconciles: must be between 1 and 1024, got 0"},
 		{"events list, configured URL", []string{"events", "list", "--run", "r", "--executor.eventsServiceURL=localhost:8090"},
 			`invalid configuration: eventsServiceURL: "localhost:8090" has no scheme: write it as "http://localhost:8090" (or https)`},
 		{"events list, --events-url", []string{"events", "list", "--run", "r", "--events-url", "localhost:8090"},
