@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/cache"
 )
@@ -172,16 +174,16 @@ func TestComputeKey(t *testing.T) {
 	}{
 		{"the same task and inputs", with(func(*cache.KeyInput) {}), true},
 		{"another task version", with(func(in *cache.KeyInput) {
-			id := *task
+			id := proto.CloneOf(task)
 			id.Version = "v2"
-			in.Task = &id
+			in.Task = id
 		}), true},
 		{"other inputs", with(func(in *cache.KeyInput) { in.Inputs = lits("n", intLit(4)) }), false},
 		{"another cache version", with(func(in *cache.KeyInput) { in.Version = "cv2" }), false},
 		{"another task", with(func(in *cache.KeyInput) {
-			id := *task
+			id := proto.CloneOf(task)
 			id.Name = "wf.cube"
-			in.Task = &id
+			in.Task = id
 		}), false},
 		{"another interface", with(func(in *cache.KeyInput) { in.Interface = iface("n", "m") }), false},
 		{"an ignored input that changed", with(func(in *cache.KeyInput) {
