@@ -138,6 +138,20 @@ func Open(ctx context.Context, cfg Config, sqliteFile string, o SQLiteOptions) (
 	return OpenSQLite(ctx, filepath.Join(cfg.DataDir, sqliteFile), o)
 }
 
+// OpenMigrated opens the database cfg chooses and brings it to schema; on
+// failure nothing stays open.
+func OpenMigrated(ctx context.Context, cfg Config, sqliteFile string, o SQLiteOptions, schema Schema) (*DB, error) {
+	db, err := Open(ctx, cfg, sqliteFile, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := Migrate(ctx, db, schema); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
 // Schema is a store's migration history.
 type Schema struct {
 	// VersionTable records the applied versions. Each store has its own, so

@@ -32,9 +32,9 @@ type StoreConfig = sqlstore.Config
 
 // OpenStore opens the store cfg chooses.
 func OpenStore(ctx context.Context, cfg StoreConfig) (Store, error) {
-	db, err := sqlstore.Open(ctx, cfg, SQLiteFile, sqliteOptions)
+	db, err := sqlstore.OpenMigrated(ctx, cfg, SQLiteFile, sqliteOptions, schema)
 	if err != nil {
 		return nil, fmt.Errorf("cache store: %w", err)
 	}
-	return newSQLStore(ctx, db)
+	return newSQLStore(db), nil
 }

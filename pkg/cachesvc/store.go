@@ -132,13 +132,7 @@ type sqlStore struct {
 	db *sqlstore.DB
 }
 
-func newSQLStore(ctx context.Context, db *sqlstore.DB) (Store, error) {
-	if err := sqlstore.Migrate(ctx, db, schema); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return &sqlStore{db: db}, nil
-}
+func newSQLStore(db *sqlstore.DB) Store { return &sqlStore{db: db} }
 
 const (
 	keyColumns = "org, project, domain, cache_key"

@@ -14,10 +14,14 @@ import (
 
 	"connectrpc.com/connect"
 	"golang.org/x/net/http2"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	eventsv2 "github.com/taskaction/executor/gen/executor/events/v2"
 	"github.com/taskaction/executor/gen/executor/events/v2/eventsv2connect"
 	"github.com/taskaction/executor/gen/flyteidl2/common"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/gen/flyteidl2/task"
 	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 	"github.com/taskaction/executor/gen/flyteidl2/workflow/workflowconnect"
 	"github.com/taskaction/executor/pkg/events"
@@ -308,5 +312,50 @@ func TestHarnessOutage(t *testing.T) {
 	record(t, c, ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0, ""))
 	if stored, _ := inst.Store.Counts(); stored != 2 {
 		t.Fatalf("stored %d, want 2", stored)
+	}
+}
+
+// TestRecordRoundTrip sends a full Flyte ActionEvent, built from the
+// flyteidl2 protos, through EventsProxyService/Record and reads it back
+// unchanged through the read side, over each protocol.
+func TestRecordRoundTrip(t *testing.T) {
+	srv := startServer(t, sqliteStore(t))
+	h2c := &http.Client{Transport: &http2.Transport{
+		AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}}
+	for name, c := range map[string]clients{
+		"connect": newClients(srv.URL(), nil),
+		"grpc":    newClients(srv.URL(), h2c, connect.WithGRPC()),
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := ev("rt-"+name, "a0", 2, common.ActionPhase_ACTION_PHASE_FAILED, 3, "pod-1")
+			e.ReportedTime = timestamppb.New(time.Unix(1700000001, 5))
+			e.Cluster = "c1"
+			e.Outputs = &task.OutputReferences{OutputUri: "s3://b/o/outputs.pb", ReportUri: "s3://b/o/report.html"}
+			e.LogInfo = []*core.TaskLog{{Name: "Kubernetes Logs", Uri: "http://k8s/log", MessageFormat: core.TaskLog_JSON, Ready: true}}
+			e.LogContext = &core.LogContext{PrimaryPodName: "pod-1", Pods: []*core.PodLogContext{{Namespace: "ns", PodName: "pod-1",
+				PrimaryContainerName: "main", Containers: []*core.ContainerContext{{ContainerName: "main"}}}}}
+			e.CacheStatus = core.CatalogCacheStatus_CACHE_POPULATED
+			e.ClusterEvents = []*workflow.ClusterEvent{{OccurredAt: timestamppb.New(time.Unix(1700000000, 0)), Message: "Back-off",
+				Type: workflow.ClusterEvent_TYPE_WARNING, Reason: "BackOff", SourceComponent: "kubelet", Count: 3}}
+			e.CacheMetadata = &common.CacheMetadata{SourceActionAttempt: &common.ActionAttemptIdentifier{ActionId: e.GetId(), Attempt: 1}}
+			record(t, c, e)
+			resp, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv2.ListActionEventsRequest{
+				Org: "o", Project: "p", Domain: "d", Run: "rt-" + name}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.Msg.GetEvents(); len(got) != 1 || !proto.Equal(got[0], e) {
+				t.Fatalf("read back %v\nwant %v", got, e)
+			}
+			other, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv2.ListActionEventsRequest{
+				Org: "another", Run: "rt-" + name}))
+			if err != nil || len(other.Msg.GetEvents()) != 0 {
+				t.Fatalf("org filter: %v %v", other, err)
+			}
+		})
 	}
 }

@@ -120,13 +120,7 @@ const numInsertColumns = 13
 // rowsPerInsert keeps multi-row INSERTs under both databases' parameter limits.
 const rowsPerInsert = 200
 
-func newSQLStore(ctx context.Context, db *sqlstore.DB) (Store, error) {
-	if err := sqlstore.Migrate(ctx, db, schema); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return &sqlStore{db: db}, nil
-}
+func newSQLStore(db *sqlstore.DB) Store { return &sqlStore{db: db} }
 
 type eventKey struct {
 	org, project, domain, run, action string
