@@ -14,6 +14,7 @@ import (
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 // Kubernetes Event reasons of the cache flow (Warning).
@@ -151,7 +152,7 @@ func (r *Reconciler) cacheAfterSuccess(ctx context.Context, ta *flytev1.TaskActi
 		return
 	}
 	_, err := r.Cache.Put(ctx, key, cache.Entry{
-		OutputURI: outputPrefix(ta, st.Attempts) + "/outputs.pb",
+		OutputURI: task.OutputURI(ta, st.Attempts),
 		Source:    cache.Source{Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName, Attempt: uint32(st.Attempts)},
 	})
 	if err != nil {

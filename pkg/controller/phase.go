@@ -197,8 +197,3 @@ func maxAttempts(ta *flytev1.TaskAction) int32 {
 	}
 	return ta.Spec.TaskTemplate.Retries + 1
 }
-
-// outputPrefix is where an attempt writes its outputs.
-func outputPrefix(ta *flytev1.TaskAction, attempt int32) string {
-	return fmt.Sprintf("%s/%s/%d", strings.TrimSuffix(ta.Spec.RunOutputBase, "/"), ta.Spec.ActionName, attempt)
-}

@@ -29,6 +29,7 @@ import (
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 // Kubernetes Event reasons (all Warning).
@@ -523,7 +524,7 @@ func (r *Reconciler) event(ta *flytev1.TaskAction, st *flytev1.TaskActionStatus,
 		ev.ParentAction = *ta.Spec.ParentActionName
 	}
 	if ta.Spec.RunOutputBase != "" {
-		prefix := outputPrefix(ta, st.Attempts)
+		prefix := task.OutputPrefix(ta, st.Attempts)
 		ev.OutputURI, ev.ReportURI = prefix+"/outputs.pb", prefix+"/report.html"
 	}
 	if t.outputURI != "" {

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 // Phase is a plugin's reading of where an attempt is.
@@ -75,6 +76,9 @@ type Settings struct {
 // TaskContext is one attempt of one TaskAction.
 type TaskContext struct {
 	TaskAction *flytev1.TaskAction
+	// Task is the decoded task template; plugins read the task from it, never
+	// from the TaskAction's template fields.
+	Task *task.Task
 	// Attempt is 1-based.
 	Attempt  int32
 	Settings Settings

@@ -13,6 +13,8 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/task"
+	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
 
 func testTA() *flytev1.TaskAction {
@@ -230,12 +232,26 @@ func TestAnnotations(t *testing.T) {
 	pod := build(t, ta, 1, plugin.Settings{})
 	want := map[string]string{
 		"note": "template", "other": "x",
-		AnnotationSecretPrefix + "0": "aws/token/ENV_VAR",
-		AnnotationSecretPrefix + "1": "/pw/ANY",
-		AnnotationPrimaryContainer:   "task",
+		AnnotationPrimaryContainer: "task",
+	}
+	for k, v := range secrets.Annotations([]secrets.Request{
+		{Group: "aws", Key: "token", Mount: secrets.MountEnvVar},
+		{Key: "pw", Mount: secrets.MountAny},
+	}) {
+		want[k] = v
 	}
 	if !reflect.DeepEqual(pod.Annotations, want) {
 		t.Errorf("annotations = %v\nwant %v", pod.Annotations, want)
+	}
+	if pod.Labels[secrets.PodLabel] != secrets.PodLabelValue {
+		t.Errorf("labels %v: a pod with secrets must be selected for the secret webhook", pod.Labels)
+	}
+
+	// Without secrets the pod is not selected, whatever the TaskAction's labels say.
+	ta = testTA()
+	ta.Labels = map[string]string{secrets.PodLabel: secrets.PodLabelValue}
+	if pod := build(t, ta, 1, plugin.Settings{}); pod.Labels[secrets.PodLabel] != "" {
+		t.Errorf("labels %v: a pod without secrets selected for the secret webhook", pod.Labels)
 	}
 }
 
@@ -449,20 +465,20 @@ func TestTemplating(t *testing.T) {
 
 func TestOutputHelpers(t *testing.T) {
 	ta := testTA()
-	if got := OutputPrefix(ta, 2); got != "s3://bucket/run1/a0/2" {
+	if got := task.OutputPrefix(ta, 2); got != "s3://bucket/run1/a0/2" {
 		t.Errorf("OutputPrefix = %q", got)
 	}
-	if got := OutputURI(ta, 1); got != "s3://bucket/run1/a0/1/outputs.pb" {
+	if got := task.OutputURI(ta, 1); got != "s3://bucket/run1/a0/1/outputs.pb" {
 		t.Errorf("OutputURI = %q", got)
 	}
 	ta.Spec.RunOutputBase = ""
-	if OutputPrefix(ta, 1) != "" || OutputURI(ta, 1) != "" {
+	if task.OutputPrefix(ta, 1) != "" || task.OutputURI(ta, 1) != "" {
 		t.Errorf("no base: want empty")
 	}
 	for in, want := range map[string]string{
 		"s3://b/p/inputs.pb": "s3://b/p", "s3://b/inputs.pb": "s3://b", "/tmp/x/in.pb": "/tmp/x", "s3://bucket": "s3://bucket", "s3://b/p/": "s3://b/p",
 	} {
-		if got := InputPrefix(in); got != want {
+		if got := task.InputPrefix(in); got != want {
 			t.Errorf("InputPrefix(%q) = %q, want %q", in, got, want)
 		}
 	}

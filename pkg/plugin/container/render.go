@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 // placeholder matches any "{{ ... }}"; what is inside decides whether it is known.
@@ -43,12 +44,12 @@ func varsFor(ta *flytev1.TaskAction, attempt int32) templateVars {
 		noOutput = "spec.runOutputBase is empty"
 	}
 	set("input", ta.Spec.InputURI, noInput)
-	set("inputprefix", InputPrefix(ta.Spec.InputURI), noInput)
-	set("outputprefix", OutputPrefix(ta, attempt), noOutput)
-	set("rawoutputdataprefix", RawOutputDataPrefix(ta, attempt), noOutput)
-	set("checkpointoutputprefix", CheckpointPrefix(ta, attempt), noOutput)
+	set("inputprefix", task.InputPrefix(ta.Spec.InputURI), noInput)
+	set("outputprefix", task.OutputPrefix(ta, attempt), noOutput)
+	set("rawoutputdataprefix", task.RawOutputDataPrefix(ta, attempt), noOutput)
+	set("checkpointoutputprefix", task.CheckpointPrefix(ta, attempt), noOutput)
 	if attempt > 1 {
-		set("prevcheckpointprefix", PrevCheckpointPrefix(ta, attempt), noOutput)
+		set("prevcheckpointprefix", task.PrevCheckpointPrefix(ta, attempt), noOutput)
 	} else {
 		set("prevcheckpointprefix", "", "")
 	}

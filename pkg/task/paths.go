@@ -1,4 +1,4 @@
-package container
+package task
 
 import (
 	"strconv"
