@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -241,7 +240,3 @@ func (s *Store) WriteProtobuf(ctx context.Context, uri string, m proto.Message) 
 	}
 	return s.Write(ctx, uri, data)
 }
-
-// DefaultTimeout bounds one storage call of the reconciler: a slow or absent
-// backend must cost a reconcile little, then count as an outage.
-const DefaultTimeout = 30 * time.Second

@@ -236,6 +236,21 @@ func TestReadLimit(t *testing.T) {
 	}
 }
 
+// A file URI cannot climb out of its bucket.
+func TestFileURIStaysInItsBucket(t *testing.T) {
+	root := t.TempDir()
+	s := newStore(t, config.StorageConfig{Type: config.StorageTypeLocal,
+		Stow: config.StowConfig{Kind: config.StowKindLocal, Config: map[string]string{"path": root}}})
+	if err := os.WriteFile(filepath.Join(root, "secret"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, uri := range []string{"file://bucket/../secret", "file://bucket/a/../../secret"} {
+		if _, err := s.Read(context.Background(), uri); err == nil {
+			t.Errorf("%s: read outside its bucket", uri)
+		}
+	}
+}
+
 func TestLocalBucketNeedsARoot(t *testing.T) {
 	s := newStore(t, config.StorageConfig{Type: config.StorageTypeS3})
 	if _, err := s.Exists(context.Background(), "file://bucket/x"); err == nil || !strings.Contains(err.Error(), "root directory") {
