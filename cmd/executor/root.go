@@ -52,9 +52,13 @@ func newRootCommand() *cobra.Command {
 	addEventsCommands(root, g)
 	root.AddCommand(newLocalCommand(g))
 	root.AddCommand(newCacheServiceCommand(g))
+	root.AddCommand(newWebhookCommand(g))
 	return root
 }
 
+// loadConfig is the one way every command reads its configuration: defaults,
+// --config, flags, then config.Validate. `executor config` (the dry run) and
+// the manager's start get the same answer from it.
 func (g *globalFlags) loadConfig(fs *pflag.FlagSet) (config.Config, error) {
 	cfg, err := config.Load(g.configFile, fs)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/task"
@@ -18,7 +19,11 @@ const (
 )
 
 // cacheKey is the TaskAction's cache identity, or ok=false when it does not
-// use the cache: (project, domain, task name, task version, cache version).
+// use the cache (no spec.cacheKey, and the template is not discoverable).
+// Until the task's interface and inputs are read in gather, the key covers the
+// task identity and the cache version only (Flyte's recipe over an empty
+// interface and no inputs); a template without a name and version gets a key
+// that fails validation, so the cache is skipped.
 func cacheKey(w World) (cache.Key, bool) {
 	t := w.Task
 	if t == nil {
@@ -31,7 +36,19 @@ func cacheKey(w World) (cache.Key, bool) {
 	if version == "" {
 		return cache.Key{}, false
 	}
-	return cache.Key{Project: w.TA.Spec.Project, Domain: w.TA.Spec.Domain, TaskName: t.ID.Name, TaskVersion: t.ID.Version, CacheKey: version}, true
+	scope := cache.Key{Org: cache.DefaultOrg, Project: w.TA.Spec.Project, Domain: w.TA.Spec.Domain}
+	if t.ID.Name == "" || t.ID.Version == "" {
+		return scope, true
+	}
+	k, err := cache.ComputeKey(cache.KeyInput{
+		Task: &core.Identifier{ResourceType: core.ResourceType_TASK, Org: cache.DefaultOrg,
+			Project: w.TA.Spec.Project, Domain: w.TA.Spec.Domain, Name: t.ID.Name, Version: t.ID.Version},
+		Interface: &core.TypedInterface{}, Version: version,
+	})
+	if err != nil {
+		return scope, true
+	}
+	return k, true
 }
 
 func cacheOwner(w World) string { return w.TA.Namespace + "/" + w.TA.Name }

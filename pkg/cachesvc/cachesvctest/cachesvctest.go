@@ -67,7 +67,11 @@ func Start(t testing.TB, opts Options) *Instance {
 		}
 		t.Cleanup(func() { _ = st.Close() })
 	}
-	so := cachesvc.ServerOptions{Listen: "127.0.0.1:0", MaxAge: opts.MaxAge, ShutdownTimeout: 5 * time.Second}
+	// The default shutdown timeout (10s), not less: net/http's graceful
+	// shutdown waits for a connection that has not sent its first request
+	// for up to 5s (6 with its whole-second clock), so a client that opened
+	// one just before the end made a 5s timeout fail now and then.
+	so := cachesvc.ServerOptions{Listen: "127.0.0.1:0", MaxAge: opts.MaxAge}
 	if opts.Clock != nil {
 		so.Now = opts.Clock.Now
 	}
