@@ -67,7 +67,7 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 				log.FromContext(ctx).Info("could not release the cache reservation; it will expire", "key", key.String(), "error", err.Error())
 			}
 		case plan.ExtendReservation:
-			if _, err := r.Cache.GetOrExtendReservation(ctx, key, cacheOwner(w), r.Options.RequeueDuration); err != nil {
+			if _, err := r.Cache.GetOrExtendReservation(ctx, key, cacheOwner(w), heartbeat(r.Options.RequeueDuration)); err != nil {
 				log.FromContext(ctx).Info("cache reservation heartbeat failed", "key", key.String(), "error", err.Error())
 			}
 		}

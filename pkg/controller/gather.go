@@ -284,7 +284,7 @@ func (r *Reconciler) askCache(ctx context.Context, w World) cacheAnswer {
 	if !serializable(w) {
 		return a
 	}
-	res, err := r.Cache.GetOrExtendReservation(ctx, key, cacheOwner(w), r.Options.RequeueDuration)
+	res, err := r.Cache.GetOrExtendReservation(ctx, key, cacheOwner(w), heartbeat(r.Options.RequeueDuration))
 	if err != nil {
 		log.FromContext(ctx).Info("cache reservation failed, running the task", "key", key.String(), "error", err.Error())
 		return a

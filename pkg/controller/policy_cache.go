@@ -51,6 +51,20 @@ func cacheKey(w World) (cache.Key, bool) {
 	return k, true
 }
 
+// maxHeartbeat is the longest heartbeat interval cache services accept (ours
+// clamps to it): a reservation is extended at least this often, whatever
+// requeueDuration is, so that it never lapses while its holder runs.
+const maxHeartbeat = time.Minute
+
+// heartbeat is how often a held reservation is extended, and the interval
+// announced to the cache service.
+func heartbeat(requeue time.Duration) time.Duration {
+	if requeue <= 0 {
+		return maxHeartbeat
+	}
+	return min(requeue, maxHeartbeat)
+}
+
 func cacheOwner(w World) string { return w.TA.Namespace + "/" + w.TA.Name }
 
 func serializable(w World) bool {

@@ -64,3 +64,24 @@ func TestCachePopulatedAfterSuccess(t *testing.T) {
 		})
 	}
 }
+
+// TestReservationNeverLapses is issue 10, item 11 (the reservation half): a
+// running holder extends its reservation at least every maxHeartbeat, even
+// with a long requeueDuration.
+func TestReservationNeverLapses(t *testing.T) {
+	d := testDecider
+	d.Backoff = 10 * time.Minute
+	ta := runningTA(t, cached(t))
+	ta.Status.CacheStatus = flytev1.CacheMiss
+	w := worldOf(t, ta, ours("pod-1", t0, running(t0.Add(2*time.Second))))
+	w.Task.Cache.Serializable = true
+	p := d.decide(w, t0.Add(time.Minute))
+	if !p.ExtendReservation || p.WakeAfter > maxHeartbeat {
+		t.Errorf("extend %v, wake after %v; want an extension at least every %v", p.ExtendReservation, p.WakeAfter, maxHeartbeat)
+	}
+	for _, tc := range []struct{ requeue, want time.Duration }{{0, maxHeartbeat}, {10 * time.Second, 10 * time.Second}, {time.Hour, maxHeartbeat}} {
+		if got := heartbeat(tc.requeue); got != tc.want {
+			t.Errorf("heartbeat(%v) = %v, want %v", tc.requeue, got, tc.want)
+		}
+	}
+}

@@ -216,7 +216,7 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 		p.wake(obs.RecheckAfter)
 		if serializable(w) && st.CacheStatus == flytev1.CacheMiss {
 			p.ExtendReservation = true
-			p.wake(d.Backoff)
+			p.wake(heartbeat(d.Backoff))
 		}
 	}
 }
