@@ -26,9 +26,6 @@ func (d decider) applyTimeout(p *Plan, w World, now time.Time, obs plugin.Observ
 		p.wake(deadline.Sub(now))
 		return obs
 	}
-	if !obs.Phase.IsTerminal() && now.Before(deadline) {
-		return obs
-	}
 	return plugin.Observation{
 		Phase:      plugin.PhaseRetryableFailure,
 		OccurredAt: deadline,
