@@ -7,6 +7,7 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 func TestCacheFlow(t *testing.T) {
@@ -53,7 +54,7 @@ func TestCachePopulatedAfterSuccess(t *testing.T) {
 			ta.Status.CacheStatus = flytev1.CacheMiss
 			w := worldOf(t, ta, ours("pod-1", t0, succeeded(t0.Add(time.Minute))))
 			p := testDecider.decide(w, t0.Add(time.Minute))
-			if p.Populate == nil || p.Populate.OutputURI != "s3://b/run1/hello/1/outputs.pb" || len(p.Events) != 0 {
+			if p.Populate == nil || p.Populate.OutputURI != task.OutputURI(ta, 1) || len(p.Events) != 0 {
 				t.Fatalf("populate %+v, events %s", p.Populate, evs(p.Events))
 			}
 			w.Put = &putOutcome{Err: tc.put}
