@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +55,9 @@ type dedupService struct {
 	r     *rig
 	seen  map[string]bool
 	order []string
+	first map[string]events.Event
+	// differ lists identities re-sent with other contents (times aside).
+	differ []string
 }
 
 func identity(e events.Event) string {
@@ -64,11 +68,22 @@ func (d *dedupService) Record(_ context.Context, e events.Event) error {
 	if d.r.isDead() {
 		return errCrash
 	}
-	if !d.seen[identity(e)] {
-		d.seen[identity(e)] = true
-		d.order = append(d.order, identity(e))
+	id := identity(e)
+	if !d.seen[id] {
+		d.seen[id] = true
+		d.order = append(d.order, id)
+		d.first[id] = e
+	} else if a, b := d.first[id], e; !reflect.DeepEqual(withoutTimes(a), withoutTimes(b)) {
+		d.differ = append(d.differ, fmt.Sprintf("%s: %+v / %+v", id, withoutTimes(a), withoutTimes(b)))
 	}
 	return d.r.wrote()
+}
+
+// withoutTimes drops what a re-send may recompute: when it was sent and
+// when the transition was seen.
+func withoutTimes(e events.Event) events.Event {
+	e.UpdatedAt, e.ReportedAt = time.Time{}, time.Time{}
+	return e
 }
 
 // wrote counts a write that took effect and crashes after the chosen one.
@@ -92,7 +107,7 @@ func newRig(t *testing.T, crashAfter int) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, clock: clocktesting.NewFakeClock(t0), crashAfter: crashAfter}
-	r.svc = &dedupService{r: r, seen: map[string]bool{}}
+	r.svc = &dedupService{r: r, seen: map[string]bool{}, first: map[string]events.Event{}}
 	r.store = fake.NewClientBuilder().WithScheme(s).
 		WithStatusSubresource(&flytev1.TaskAction{}, &corev1.Pod{}).
 		WithIndex(&corev1.Pod{}, ownerIndex, controllerUID).
@@ -281,7 +296,10 @@ var scenarios = []scenario{
 type outcome struct {
 	events, status string
 	writes         int
+	differ         []string
 }
+
+func newRigDiffer(o outcome) string { return strings.Join(o.differ, "; ") }
 
 func (r *rig) run(sc scenario) outcome {
 	ctx := context.Background()
@@ -291,7 +309,8 @@ func (r *rig) run(sc scenario) outcome {
 	for i := 0; i < 200; i++ {
 		_, err := rec.Reconcile(ctx, req)
 		if errors.Is(err, errCrash) {
-			rec = r.reconciler() // restart
+			rec = r.reconciler() // restart, which takes a while
+			r.clock.Step(3 * time.Second)
 			continue
 		}
 		if err != nil {
@@ -299,14 +318,14 @@ func (r *rig) run(sc scenario) outcome {
 		}
 		cur, ok := r.ta()
 		if !ok {
-			return outcome{events: strings.Join(r.svc.order, " "), status: "deleted", writes: r.writes}
+			return outcome{events: strings.Join(r.svc.order, " "), status: "deleted", writes: r.writes, differ: r.svc.differ}
 		}
 		reason := ""
 		if c := meta.FindStatusCondition(cur.Status.Conditions, flytev1.ConditionProgressing); c != nil {
 			reason = c.Reason
 		}
 		if IsTerminal(cur) && len(cur.Finalizers) == 0 {
-			return outcome{events: strings.Join(r.svc.order, " "), status: summary(cur), writes: r.writes}
+			return outcome{events: strings.Join(r.svc.order, " "), status: summary(cur), writes: r.writes, differ: r.svc.differ}
 		}
 		sc.kubelet(r, cur, reason)
 		r.clock.Step(11 * time.Second)
@@ -345,6 +364,9 @@ func TestCrashAtEveryWrite(t *testing.T) {
 				got := newRig(t, k).run(sc)
 				if got.events != clean.events {
 					t.Errorf("crash after write %d: events\n  %s\nwant\n  %s", k, got.events, clean.events)
+				}
+				if d := newRigDiffer(got); d != "" {
+					t.Errorf("crash after write %d: an identity re-sent with other contents: %s", k, d)
 				}
 				if got.status != clean.status {
 					t.Errorf("crash after write %d: status\n  %s\nwant\n  %s", k, got.status, clean.status)

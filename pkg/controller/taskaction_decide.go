@@ -54,8 +54,9 @@ func (d decider) deleted(p *Plan, w World, now time.Time) {
 	}
 	if !isTerminalStatus(&w.TA.Status) {
 		attempt := max(w.TA.Status.Attempts, 1)
+		// The deletion's own time: a re-sent ABORTED says the same.
 		t := transition{attempt: attempt, phase: plugin.PhasePermanentFailure, final: true, reason: flytev1.ReasonAborted,
-			message: "the TaskAction was deleted", at: now}
+			message: "the TaskAction was deleted", at: w.TA.DeletionTimestamp.Time}
 		// Reported, not persisted: the object is going away.
 		scratch := *w.TA.Status.DeepCopy()
 		ver := eventVersion(&scratch, attempt, eventPhase(t))
@@ -197,7 +198,9 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 		// A failure nothing explains is not the task's fault.
 		obs.Error = &plugin.ExecError{Code: plugin.CodeUnknownError, Kind: flytev1.ErrorKindSystem, Message: obs.Message}
 	}
-	t := transition{attempt: attempt, phase: obs.Phase, message: obs.Message, err: obs.Error, at: occurred(obs, now)}
+	// A pod that says nothing of when its phase began began with the pod: the
+	// same time however often (and however late) the transition is reported.
+	t := transition{attempt: attempt, phase: obs.Phase, message: obs.Message, err: obs.Error, at: occurred(obs, w.Pod.Created, now)}
 	switch {
 	case obs.Phase == plugin.PhaseRetryableFailure && obs.Error.Kind == flytev1.ErrorKindSystem:
 		d.systemFailure(p, w, now, s, obs.Error)
@@ -319,7 +322,8 @@ func (d decider) event(w World, st *flytev1.TaskActionStatus, t transition, vers
 		Attempt: int32(t.attempt), Phase: eventPhase(t), Version: int32(version),
 		UpdatedAt: t.at.UTC(), Cluster: d.Cluster, CacheStatus: st.CacheStatus.String(),
 	}
-	if w.Pod.Holder == holderUs && t.attempt == max(w.TA.Status.Attempts, 1) {
+	if t.attempt == max(w.TA.Status.Attempts, 1) && (w.Pod.Holder == holderUs || readState(&w.TA.Status, t.attempt).Pod != "") {
+		// The attempt's pod, whether or not it is still there when the event is (re-)sent.
 		ev.PodName = w.Pod.Name
 	}
 	if ta.Spec.ParentActionName != nil {
@@ -340,11 +344,17 @@ func (d decider) event(w World, st *flytev1.TaskActionStatus, t transition, vers
 	return ev
 }
 
-func occurred(obs plugin.Observation, now time.Time) time.Time {
-	if obs.OccurredAt.IsZero() || obs.OccurredAt.After(now) {
+// occurred is when an observed phase began: the observation's time, else
+// fallback (the pod's creation), never later than now.
+func occurred(obs plugin.Observation, fallback, now time.Time) time.Time {
+	at := obs.OccurredAt
+	if at.IsZero() {
+		at = fallback
+	}
+	if at.IsZero() || at.After(now) {
 		return now
 	}
-	return obs.OccurredAt
+	return at
 }
 
 // maxAttempts is retries+1.
