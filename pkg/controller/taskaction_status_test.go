@@ -224,3 +224,23 @@ func TestPluginStateRoundTrip(t *testing.T) {
 		t.Errorf("garbage read as %+v", got)
 	}
 }
+
+// TestEndRecordedWhenRecorded (issue 10, GC TTL): a pod that ended long ago
+// (the events service was down) is recorded as ended now: the terminal
+// condition carries the time of the record, which the garbage collector's
+// TTL counts from, and the history keeps when the pod ended.
+func TestEndRecordedWhenRecorded(t *testing.T) {
+	ta := runningTA(t, newTA(0))
+	ended := t0.Add(time.Minute)
+	now := ended.Add(3 * time.Hour)
+	p := testDecider.decide(worldOf(t, ta, ours("pod-1", t0, succeeded(ended))), now)
+	done := applied(ta, p)
+	at, ok := CompletedAt(done)
+	if !ok || !at.Equal(now) {
+		t.Errorf("recorded end = %v (%v), want %v", at, ok, now)
+	}
+	last := done.Status.PhaseHistory[len(done.Status.PhaseHistory)-1]
+	if !last.OccurredAt.Time.Equal(ended) {
+		t.Errorf("history says it ended at %v, want %v", last.OccurredAt, ended)
+	}
+}

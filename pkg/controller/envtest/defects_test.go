@@ -147,3 +147,25 @@ func TestSpecEditAfterLaunch(t *testing.T) {
 		t.Errorf("events = %s", p)
 	}
 }
+
+// TestDuplicateIdentityIsRefused is issue 10, item 8: two TaskActions with
+// the same project, domain, run and action (here in two namespaces) would
+// have their events taken for one another's; the later one is refused.
+func TestDuplicateIdentityIsRefused(t *testing.T) {
+	ns1, ns2 := namespace(t), namespace(t)
+	first := validTaskAction(ns1, "twin")
+	create(t, first)
+	waitPod(t, ns1, "twin-0")
+	second := validTaskAction(ns2, "twin")
+	create(t, second)
+	got := waitReason(t, ns2, "twin", flytev1.ConditionFailed, flytev1.ReasonInvalidSpec)
+	if es := got.Status.ErrorState; es == nil || es.Code != controller.CodeDuplicateAction || !strings.Contains(es.Message, ns1+"/twin") {
+		t.Errorf("errorState = %+v", es)
+	}
+	if n := len(pods(t, ns2)); n != 0 {
+		t.Errorf("the refused twin got %d pods", n)
+	}
+	if controller.IsTerminal(get(t, ns1, "twin")) {
+		t.Error("the first twin was stopped")
+	}
+}
