@@ -25,17 +25,22 @@ const (
 
 // cacheKey is the TaskAction's cache identity, or ok=false when it does not use the cache.
 func cacheKey(ta *flytev1.TaskAction) (cache.Key, bool) {
-	if ta.Spec.CacheKey == "" || ta.Spec.TaskTemplate == nil {
+	if ta.Spec.CacheKey == "" {
 		return cache.Key{}, false
 	}
-	id := ta.Spec.TaskTemplate.ID
+	t, err := task.FromTaskAction(ta)
+	if err != nil {
+		return cache.Key{}, false
+	}
+	id := t.ID
 	return cache.Key{Project: ta.Spec.Project, Domain: ta.Spec.Domain, TaskName: id.Name, TaskVersion: id.Version, CacheKey: ta.Spec.CacheKey}, true
 }
 
 func cacheOwner(ta *flytev1.TaskAction) string { return ta.Namespace + "/" + ta.Name }
 
 func serializable(ta *flytev1.TaskAction) bool {
-	return ta.Spec.TaskTemplate != nil && ta.Spec.TaskTemplate.CacheSerializable
+	t, err := task.FromTaskAction(ta)
+	return err == nil && t.Cache.Serializable
 }
 
 // cacheBeforeLaunch consults the cache before the attempt's pod is created.

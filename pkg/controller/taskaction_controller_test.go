@@ -18,6 +18,7 @@ import (
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 func TestHappyPath(t *testing.T) {
@@ -133,7 +134,7 @@ func TestInvalidSpec(t *testing.T) {
 func TestUserRetriesToExhaustion(t *testing.T) {
 	ns := namespace(t)
 	ta := validTaskAction(ns, "retry")
-	ta.Spec.TaskTemplate.Retries = 2
+	ta.Spec.Template.Retries = 2
 	create(t, ta)
 
 	for attempt := 1; attempt <= 3; attempt++ {
@@ -170,12 +171,12 @@ func TestUserRetriesToExhaustion(t *testing.T) {
 func TestRetryThenSuccess(t *testing.T) {
 	ns := namespace(t)
 	ta := validTaskAction(ns, "flaky")
-	ta.Spec.TaskTemplate.Retries = 1
-	ta.Spec.TaskTemplate.Container.Args = []string{"--prev", "{{.prevCheckpointPrefix}}"}
+	ta.Spec.Template.Retries = 1
+	ta.Spec.Template.Container.Args = []string{"--prev", "{{.prevCheckpointPrefix}}"}
 	create(t, ta)
 	pod := waitPod(t, ns, "flaky-0")
-	if a := pod.Spec.Containers[0].Args; len(a) != 2 || a[1] != "" {
-		t.Errorf("attempt 1 prevCheckpointPrefix = %q, want empty", a)
+	if a := pod.Spec.Containers[0].Args; len(a) != 2 || a[1] != `""` {
+		t.Errorf("attempt 1 prevCheckpointPrefix = %q, want the two characters \"\"", a)
 	}
 	setPodStatus(t, pod, podTerminated(pod, corev1.PodFailed, 1, "", ""))
 	pod = waitPod(t, ns, "flaky-1")
@@ -309,7 +310,7 @@ func TestEvictionRelaunchesAndProgressResetsCounter(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	ns := namespace(t)
 	ta := validTaskAction(ns, "slow")
-	ta.Spec.TaskTemplate.Timeout = &metav1.Duration{Duration: 2 * time.Second}
+	ta.Spec.Template.Timeout = ptr("2s")
 	create(t, ta)
 	pod := waitPod(t, ns, "slow-0")
 	setPodStatus(t, pod, podRunning(pod))
@@ -367,8 +368,8 @@ func TestDeleteTerminalSendsNoAbort(t *testing.T) {
 func TestServiceAccountAndTemplating(t *testing.T) {
 	ns := namespace(t)
 	ta := validTaskAction(ns, "sa")
-	ta.Spec.TaskTemplate.SecurityContext = &flytev1.SecurityContext{RunAs: &flytev1.RunAs{K8sServiceAccount: "runner"}}
-	ta.Spec.TaskTemplate.Container.Args = []string{"{{ .Input }}", "{{.INPUTPREFIX}}", "{{.namespace}}", "{{.checkpointOutputPrefix}}"}
+	ta.Spec.Template.SecurityContext = &flytev1.SecurityContext{RunAs: &flytev1.RunAs{K8sServiceAccount: "runner"}}
+	ta.Spec.Template.Container.Args = []string{"{{ .Input }}", "{{.INPUTPREFIX}}", "{{.namespace}}", "{{.checkpointOutputPrefix}}"}
 	ta.Spec.EnvVars = map[string]string{"FOO": "bar", "ACTION_NAME": "spoofed"}
 	create(t, ta)
 	pod := waitPod(t, ns, "sa-0")
@@ -376,7 +377,7 @@ func TestServiceAccountAndTemplating(t *testing.T) {
 		t.Errorf("serviceAccountName = %q", pod.Spec.ServiceAccountName)
 	}
 	a := pod.Spec.Containers[0].Args
-	if a[0] != "s3://bucket/run1/sa/inputs.pb" || a[1] != "s3://bucket/run1/sa" || a[2] != ns || !strings.HasPrefix(a[3], "s3://bucket/run1/sa/1") {
+	if a[0] != "s3://bucket/run1/sa/inputs.pb" || a[1] != "s3://bucket/run1/sa" || a[2] != ns || a[3] != task.CheckpointPrefix(ta, 1) {
 		t.Errorf("rendered args = %q", a)
 	}
 	env := map[string]string{}
@@ -387,23 +388,26 @@ func TestServiceAccountAndTemplating(t *testing.T) {
 		t.Errorf("env = %v", env)
 	}
 
-	// An unknown placeholder fails the TaskAction permanently, without a pod.
-	bad := validTaskAction(ns, "badtmpl")
-	bad.Spec.TaskTemplate.Container.Args = []string{"{{.nosuchthing}}"}
-	create(t, bad)
-	got := waitReason(t, ns, "badtmpl", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
-	if es := got.Status.ErrorState; es == nil || es.Code != "BadTaskSpecification" || !strings.Contains(es.Message, "nosuchthing") {
-		t.Errorf("errorState = %+v", es)
+	// An unknown placeholder is left as it is (a go-template in a kubectl command).
+	other := validTaskAction(ns, "gotmpl")
+	other.Spec.Template.Container.Args = []string{"{{.metadata.name}}"}
+	create(t, other)
+	if a := waitPod(t, ns, "gotmpl-0").Spec.Containers[0].Args; len(a) != 1 || a[0] != "{{.metadata.name}}" {
+		t.Errorf("args = %q, want the go-template untouched", a)
 	}
 }
 
 func TestInvalidPodIsPermanent(t *testing.T) {
 	ns := namespace(t)
 	ta := validTaskAction(ns, "badpod")
-	ta.Spec.TaskTemplate.PodTemplate = &flytev1.PodTemplate{Spec: &corev1.PodSpec{
+	spec, err := flytev1.PodSpecDocumentOf(&corev1.PodSpec{
 		Containers:    []corev1.Container{},
 		RestartPolicy: "Sometimes",
-	}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Spec: spec}
 	create(t, ta)
 	got := waitReason(t, ns, "badpod", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
 	if es := got.Status.ErrorState; es == nil || es.Code != "InvalidResource" {

@@ -20,8 +20,8 @@ import (
 // cached makes ta use the cache under key k (the task name and version come from its template).
 func cached(ta *flytev1.TaskAction, k string, serial bool) *flytev1.TaskAction {
 	ta.Spec.CacheKey = k
-	ta.Spec.TaskTemplate.ID = flytev1.TaskID{Name: "shared.task", Version: "v1"}
-	ta.Spec.TaskTemplate.CacheSerializable = serial
+	ta.Spec.Template.ID = flytev1.TaskID{Name: "shared.task", Version: "v1"}
+	ta.Spec.Template.CacheSerializable = serial
 	return ta
 }
 

@@ -39,7 +39,7 @@ func eventSequences(t *testing.T, svc *eventsvctest.Instance) {
 	})
 	t.Run("retry then success", func(t *testing.T) {
 		ta := taskAction(ns, run, "flaky")
-		ta.Spec.TaskTemplate.Retries = 1
+		ta.Spec.Template.Retries = 1
 		create(t, ta)
 		pod := waitPod(t, ns, "flaky-0")
 		kubelet(t, pod, corev1.PodFailed, 2)
