@@ -60,10 +60,12 @@ func labelValue(v string) string {
 	if v == "" {
 		return ""
 	}
-	b := []byte(v)
-	for i, c := range b {
-		if !isAlnum(c) && c != '.' && c != '_' && c != '-' {
-			b[i] = '-'
+	b := make([]byte, 0, len(v))
+	for _, r := range v {
+		if r < 128 && (isAlnum(byte(r)) || r == '.' || r == '_' || r == '-') {
+			b = append(b, byte(r))
+		} else {
+			b = append(b, '-')
 		}
 	}
 	if len(b) > 63 {
