@@ -100,7 +100,7 @@ type TaskActionSpec struct {
 	// flyteidl2.core.TaskTemplate (base64 in JSON), as Flyte's actions service
 	// writes it. A task carries either this or template.
 	// +optional
-	TaskTemplate []byte `json:"taskTemplate,omitempty"`
+	TaskTemplate TaskTemplateBytes `json:"taskTemplate,omitempty"`
 
 	// Template is the typed, human-writable task template. A task carries
 	// either this or taskTemplate.
@@ -111,6 +111,27 @@ type TaskActionSpec struct {
 	// of a condition action (actionType: condition).
 	// +optional
 	ConditionSpec []byte `json:"conditionSpec,omitempty"`
+}
+
+// TaskTemplateBytes is Flyte's serialized core.TaskTemplate: a base64 string in JSON.
+type TaskTemplateBytes []byte
+
+// UnmarshalJSON reads the base64 string. Anything else an older CRD let into
+// the field (the typed template lived here as an object) is kept as the JSON
+// text it was, for the task decoder to report on that TaskAction alone, so
+// that reading TaskActions never fails.
+func (b *TaskTemplateBytes) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*b = nil
+		return nil
+	}
+	var v []byte
+	if err := json.Unmarshal(data, &v); err == nil {
+		*b = v
+		return nil
+	}
+	*b = append(TaskTemplateBytes(nil), data...)
+	return nil
 }
 
 // TypedTaskTemplate is the typed, human-writable description of a task.

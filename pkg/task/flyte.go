@@ -30,6 +30,11 @@ const ResourceGPU corev1.ResourceName = "gpu"
 // fromFlyte decodes Flyte's serialized core.TaskTemplate; field is its path
 // in the TaskAction, for error messages.
 func fromFlyte(raw []byte, field string) (*Task, error) {
+	// A serialized TaskTemplate never starts with '{' or '[' (they would be
+	// groups of fields 15 and 11): such bytes are JSON an older CRD admitted.
+	if raw[0] == '{' || raw[0] == '[' {
+		return nil, fieldErr(field, "holds JSON, not a serialized flyteidl2.core.TaskTemplate (the typed template belongs in spec.template)")
+	}
 	tmpl := &core.TaskTemplate{}
 	if err := proto.Unmarshal(raw, tmpl); err != nil {
 		return nil, fieldErr(field, "is not a serialized flyteidl2.core.TaskTemplate: %v", err)
