@@ -24,6 +24,7 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/internal/testenv"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 var env *testenv.Env
@@ -434,6 +435,103 @@ func TestTypedTimeoutsAreAdmitted(t *testing.T) {
 		ta.Spec.Template.Timeout = ptr.To(d)
 		if err := env.Client.Create(context.Background(), ta); err != nil {
 			t.Errorf("timeout %q rejected: %v", d, err)
+		}
+	}
+}
+
+// Issue 10's poison pill: with a CRD that checks nothing (an older CRD, or a
+// client that got past validation), objects the rules now refuse are stored;
+// the typed client still lists every TaskAction, and the decoder fails only
+// the bad ones, naming the field.
+func TestObjectsAnOlderCRDStoredStillList(t *testing.T) {
+	ctx := context.Background()
+	crdKey := client.ObjectKey{Name: "taskactions.flyte.org"}
+	getCRD := func() *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("apiextensions.k8s.io/v1")
+		u.SetKind("CustomResourceDefinition")
+		if err := env.Client.Get(ctx, crdKey, u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	specPath := []string{"spec", "versions", "0", "schema", "openAPIV3Schema", "properties", "spec"}
+	setSpecSchema := func(schema map[string]any) {
+		u := getCRD()
+		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+		v0 := versions[0].(map[string]any)
+		if err := unstructured.SetNestedField(v0, schema, specPath[3:]...); err != nil {
+			t.Fatal(err)
+		}
+		versions[0] = v0
+		if err := unstructured.SetNestedSlice(u.Object, versions, "spec", "versions"); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Update(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	versions, _, _ := unstructured.NestedSlice(getCRD().Object, "spec", "versions")
+	original, _, _ := unstructured.NestedMap(versions[0].(map[string]any), specPath[3:]...)
+	setSpecSchema(map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+	t.Cleanup(func() {
+		setSpecSchema(original)
+		// Wait until the rules are back, so that the other tests see them.
+		ns := newNamespace(t)
+		testenv.Eventually(t, time.Minute, "the CRD's rules to be back", func() bool {
+			ta := minimal(ns, "rules-back")
+			ta.Spec.Template.Timeout = ptr.To("1d")
+			return apierrors.IsInvalid(env.Client.Create(ctx, ta))
+		})
+	})
+
+	ns := newNamespace(t)
+	base := map[string]any{"runName": "r", "project": "p", "domain": "d", "actionName": "a", "taskType": "container",
+		"inputUri": "s3://b/i", "runOutputBase": "s3://b/o"}
+	objects := map[string]struct {
+		template map[string]any
+		field    string
+	}{
+		"old-typed-bytes": {map[string]any{"taskTemplate": map[string]any{"timeout": "1d", "container": map[string]any{"image": "busybox"}}}, "spec.taskTemplate"},
+		"days":            {map[string]any{"template": map[string]any{"timeout": "1d", "container": map[string]any{"image": "busybox"}}}, "spec.template.timeout"},
+		"containers-map": {map[string]any{"template": map[string]any{"container": map[string]any{"image": "busybox"},
+			"podTemplate": map[string]any{"spec": map[string]any{"containers": map[string]any{"name": "x"}}}}}, "spec.template.podTemplate.spec.containers"},
+		"good": {map[string]any{"template": map[string]any{"timeout": "90s", "container": map[string]any{"image": "busybox"}}}, ""},
+	}
+	for name, o := range objects {
+		spec := map[string]any{}
+		for k, v := range base {
+			spec[k] = v
+		}
+		for k, v := range o.template {
+			spec[k] = v
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": flytev1.GroupVersion.String(), "kind": "TaskAction",
+			"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec,
+		}}
+		testenv.Eventually(t, time.Minute, "the rule-less CRD to admit "+name, func() bool {
+			err := env.Client.Create(ctx, u.DeepCopy())
+			return err == nil || apierrors.IsAlreadyExists(err)
+		})
+	}
+	var list flytev1.TaskActionList
+	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatalf("the typed client cannot list what was stored: %v", err)
+	}
+	if len(list.Items) != len(objects) {
+		t.Fatalf("listed %d TaskActions, want %d", len(list.Items), len(objects))
+	}
+	for i := range list.Items {
+		ta := &list.Items[i]
+		_, err := task.FromTaskAction(ta)
+		want := objects[ta.Name].field
+		var fe *task.FieldError
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", ta.Name, err)
+		case want != "" && (!errors.As(err, &fe) || fe.Field != want):
+			t.Errorf("%s: error = %v, want one naming %s", ta.Name, err, want)
 		}
 	}
 }

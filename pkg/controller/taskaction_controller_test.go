@@ -39,7 +39,7 @@ func TestHappyPath(t *testing.T) {
 	}
 	for k, v := range map[string]string{
 		"flyte.org/managed": "true", "flyte.org/project": "proj", "flyte.org/domain": "dev",
-		"flyte.org/run": "run1", "flyte.org/action": "happy", "flyte.org/attempt": "1", "team": "ml",
+		"flyte.org/run": "run1", "flyte.org/action": "happy", "attempt": "1", "team": "ml",
 	} {
 		if pod.Labels[k] != v {
 			t.Errorf("pod label %s = %q, want %q", k, pod.Labels[k], v)
@@ -49,7 +49,7 @@ func TestHappyPath(t *testing.T) {
 		t.Errorf("restartPolicy = %q", pod.Spec.RestartPolicy)
 	}
 	args := strings.Join(pod.Spec.Containers[0].Args, " ")
-	if want := "--inputs s3://bucket/run1/happy/inputs.pb --outputs s3://bucket/run1/happy/1"; args != want {
+	if want := "--inputs s3://bucket/run1/happy/inputs.pb --outputs " + task.OutputPrefix(ta, 1); args != want {
 		t.Errorf("args = %q, want %q", args, want)
 	}
 
@@ -83,7 +83,7 @@ func TestHappyPath(t *testing.T) {
 		t.Errorf("events = %s", p)
 	}
 	last := evs[len(evs)-1]
-	if last.OutputURI != "s3://bucket/run1/happy/1/outputs.pb" || last.Cluster != "test-cluster" || last.PodName != "happy-0" {
+	if last.OutputURI != task.OutputURI(ta, 1) || last.Cluster != "test-cluster" || last.PodName != "happy-0" {
 		t.Errorf("success event = %+v", last)
 	}
 	if len(pods(t, ns)) != 1 {
@@ -140,8 +140,8 @@ func TestUserRetriesToExhaustion(t *testing.T) {
 	for attempt := 1; attempt <= 3; attempt++ {
 		name := "retry-" + string(rune('0'+attempt-1))
 		pod := waitPod(t, ns, name)
-		if pod.Labels["flyte.org/attempt"] != string(rune('0'+attempt)) {
-			t.Errorf("pod %s attempt label = %q", name, pod.Labels["flyte.org/attempt"])
+		if pod.Labels["attempt"] != string(rune('0'+attempt)) {
+			t.Errorf("pod %s attempt label = %q", name, pod.Labels["attempt"])
 		}
 		setPodStatus(t, pod, podRunning(pod))
 		setPodStatus(t, pod, podTerminated(pod, corev1.PodFailed, 3, "Error", "boom"))
