@@ -373,8 +373,8 @@ func TestFlyteWrittenTaskActionsAreAdmitted(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	tmpl, err := proto.Marshal(&core.TaskTemplate{
-		Id:   &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "flytesnacks", Domain: "development", Name: "wf.fn", Version: "v1"},
-		Type: "python",
+		Id:     &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "flytesnacks", Domain: "development", Name: "wf.fn", Version: "v1"},
+		Type:   "python",
 		Target: &core.TaskTemplate_Container{Container: &core.Container{Image: "ghcr.io/flyteorg/py:v1", Args: []string{"a0", "{{.input}}"}}},
 	})
 	if err != nil {

@@ -35,7 +35,7 @@ func flyteSettings() plugin.Settings {
 		DefaultEnvVars: map[string]string{
 			"_U_EP_OVERRIDE": "flyte-binary-grpc.flyte.svc.cluster.local:8089", "_U_INSECURE": "true", "_U_USE_ACTIONS": "1",
 		},
-		InterruptibleTolerations: []corev1.Toleration{{Key: "cloud.google.com/gke-spot", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		InterruptibleTolerations:  []corev1.Toleration{{Key: "cloud.google.com/gke-spot", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 		InterruptibleNodeSelector: map[string]string{"cloud.google.com/gke-spot": "true"},
 	}
 }
