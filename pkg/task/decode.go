@@ -52,6 +52,8 @@ func FromTaskAction(ta *flytev1.TaskAction) (*Task, error) {
 	}
 	if t.Form == FormTyped {
 		t.ID.Project, t.ID.Domain = ta.Spec.Project, ta.Spec.Domain
+		// The typed form has no discoverable flag: a cache key turns caching on.
+		t.Cache.Enabled = ta.Spec.CacheKey != ""
 	}
 	if ta.Spec.RunOutputBase != "" {
 		if _, err := url.Parse(ta.Spec.RunOutputBase); err != nil {

@@ -52,13 +52,14 @@ func TestFromTaskActionTyped(t *testing.T) {
 		tpl.PodTemplate = &flytev1.PodTemplate{Labels: map[string]string{"l": "1"}, PrimaryContainerName: "main",
 			Spec: podDoc(`{"containers":[{"name":"main","volumeMounts":[{"name":"v","mountPath":"/v"}]}],"volumes":[{"name":"v","emptyDir":{}}]}`)}
 		ta.Spec.Interruptible = ptr.To(true)
+		ta.Spec.CacheKey = "k1"
 	})
 	got, err := FromTaskAction(tt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Form != FormTyped || got.Type != "container" || got.Retries != 2 || got.MaxAttempts() != 3 || got.Timeout != 90*time.Minute ||
-		!got.Interruptible || !got.Cache.Serializable || got.ServiceAccount != "runner" || got.PrimaryContainerName != "main" {
+		!got.Interruptible || !got.Cache.Serializable || !got.Cache.Enabled || got.ServiceAccount != "runner" || got.PrimaryContainerName != "main" {
 		t.Errorf("task = %+v", got)
 	}
 	if got.ID != (Identifier{Project: "p", Domain: "d", Name: "hello", Version: "v1"}) {
@@ -73,7 +74,7 @@ func TestFromTaskActionTyped(t *testing.T) {
 	if q := got.Container.Resources.Limits[corev1.ResourceCPU]; q.String() != "2" {
 		t.Errorf("resources = %+v", got.Container.Resources)
 	}
-	if plain, err := FromTaskAction(typedTA(nil)); err != nil || plain.PrimaryContainerName != DefaultTypedPrimaryContainerName || plain.Timeout != 0 {
+	if plain, err := FromTaskAction(typedTA(nil)); err != nil || plain.PrimaryContainerName != DefaultTypedPrimaryContainerName || plain.Timeout != 0 || plain.Cache.Enabled {
 		t.Errorf("plain task = %+v, %v", plain, err)
 	}
 }

@@ -10,8 +10,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/eventsvc"
 	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 // eventSequences drives one TaskAction through each scenario and checks the
@@ -33,7 +35,7 @@ func eventSequences(t *testing.T, svc *eventsvctest.Instance) {
 		if seq != "1:QUEUED 1:RUNNING 1:SUCCEEDED" {
 			t.Errorf("events = %s", seq)
 		}
-		if last := evs[len(evs)-1]; last.OutputURI != "s3://b/"+run+"/ok/1/outputs.pb" || last.Cluster != "e2e" || last.UpdatedAt.IsZero() {
+		if last := evs[len(evs)-1]; last.OutputURI != task.OutputURI(testenv.GetTaskAction(t, k8s, ns, "ok"), 1) || last.Cluster != "e2e" || last.UpdatedAt.IsZero() {
 			t.Errorf("success event = %+v", last)
 		}
 	})
