@@ -77,6 +77,11 @@ func fromTyped(tt *flytev1.TypedTaskTemplate, field string) (*Task, error) {
 	if t.Container == nil && t.PodSpec == nil {
 		return nil, fieldErr(field+".container", "is required (or a podTemplate.spec with the primary container)")
 	}
+	if t.Container == nil {
+		if err := requirePrimary(t, field+".podTemplate.primaryContainerName"); err != nil {
+			return nil, err
+		}
+	}
 	if t.Container != nil && t.Container.Image == "" && !podSpecHasImage(t.PodSpec, t.PrimaryContainerName) {
 		return nil, fieldErr(field+".container.image", "is required")
 	}

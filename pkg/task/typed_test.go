@@ -115,6 +115,10 @@ func TestFromTaskActionTypedErrors(t *testing.T) {
 		{"a bad quantity in the pod spec", func(ta *flytev1.TaskAction) {
 			ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Spec: podDoc(`{"containers":[{"name":"x","resources":{"limits":{"cpu":"lots"}}}]}`)}
 		}, "spec.template.podTemplate.spec", "is not a pod spec"},
+		{"no container and no primary in the pod spec", func(ta *flytev1.TaskAction) {
+			ta.Spec.Template.Container = nil
+			ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Spec: podDoc(`{"containers":[{"name":"main","image":"x"}]}`)}
+		}, "spec.template.podTemplate.primaryContainerName", `names container "task", which the pod spec does not have`},
 		{"run output base not a URL", func(ta *flytev1.TaskAction) { ta.Spec.RunOutputBase = "s3://b/%zz" }, "spec.runOutputBase", "is not a URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
