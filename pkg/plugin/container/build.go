@@ -14,6 +14,7 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/task"
+	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
 
 // Labels the plugin puts on every pod, Flyte's keys. Nothing from the
@@ -27,7 +28,7 @@ const (
 	LabelAction        = "action"
 	LabelAttempt       = "attempt"
 	LabelTaskName      = "task-name"
-	LabelInjectSecrets = "inject-flyte-secrets"
+	LabelInjectSecrets = secrets.PodLabel
 	// LabelGPUPartitionSlices carries the slice count of a MIG partition (e.g. 3 for "3g.40gb").
 	LabelGPUPartitionSlices = "platform.union.ai/gpu-partition-slices"
 
@@ -48,8 +49,8 @@ const (
 	// alone says which container decides the outcome (ObservePod is pure).
 	AnnotationPrimaryContainer = task.PrimaryContainerConfigKey
 	// AnnotationSecretPrefix + index carries the index-th secret of the task
-	// in Flyte's encoding (see SecretAnnotations).
-	AnnotationSecretPrefix = "flyte.secrets/s"
+	// in Flyte's encoding, which the secret webhook reads (pkg/webhook/secrets).
+	AnnotationSecretPrefix = secrets.AnnotationPrefix
 	// DefaultPrimaryContainerName is the typed form's task container name
 	// unless its pod template names another.
 	DefaultPrimaryContainerName = task.DefaultTypedPrimaryContainerName
@@ -561,7 +562,7 @@ func labelsFor(ta *flytev1.TaskAction, t *task.Task, attempt int32, s plugin.Set
 	out[LabelAttempt] = strconv.Itoa(int(attempt))
 	set(LabelTaskName, t.ID.Name)
 	if len(t.Secrets) > 0 {
-		out[LabelInjectSecrets] = "true"
+		out[LabelInjectSecrets] = secrets.PodLabelValue
 	} else {
 		delete(out, LabelInjectSecrets)
 	}
@@ -584,17 +585,33 @@ func podAnnotations(ta *flytev1.TaskAction, t *task.Task, primary string, s plug
 			out[k] = v
 		}
 	}
-	secrets, err := SecretAnnotations(t.Secrets)
+	reqs, err := secretRequests(t.Secrets)
 	if err != nil {
-		return nil, badSpec("%v", err)
+		return nil, err
 	}
-	for k, v := range secrets {
+	for k, v := range secrets.Annotations(reqs) {
 		out[k] = v
 	}
 	// Flyte leaves the annotation off raw-container pods, whose outcome is
 	// that of all their containers.
 	if t.Type != task.TypeRawContainer {
 		out[AnnotationPrimaryContainer] = primary
+	}
+	return out, nil
+}
+
+// secretRequests are the task's secrets as the secret webhook reads them.
+func secretRequests(ss []task.Secret) ([]secrets.Request, error) {
+	mounts := map[task.MountRequirement]secrets.MountType{
+		"": secrets.MountAny, task.MountAny: secrets.MountAny, task.MountEnvVar: secrets.MountEnvVar, task.MountFile: secrets.MountFile,
+	}
+	out := make([]secrets.Request, 0, len(ss))
+	for i, s := range ss {
+		m, ok := mounts[s.Mount]
+		if !ok {
+			return nil, badSpec("secret %d: unknown mount requirement %q", i, s.Mount)
+		}
+		out = append(out, secrets.Request{Group: s.Group, GroupVersion: s.GroupVersion, Key: s.Key, Mount: m, EnvVar: s.EnvVar})
 	}
 	return out, nil
 }
