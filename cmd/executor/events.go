@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
+	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/eventsvc"
 )
@@ -83,7 +84,11 @@ func newEventsCommand(g *globalFlags) *cobra.Command {
 			if lf.output != "table" && lf.output != "json" {
 				return fmt.Errorf("-o %q: want table or json", lf.output)
 			}
-			if !cmd.Flags().Changed("events-url") {
+			if cmd.Flags().Changed("events-url") {
+				if err := config.ValidateServiceURL(lf.url); err != nil {
+					return fmt.Errorf("--events-url: %w", err)
+				}
+			} else {
 				cfg, err := g.loadConfig(cmd.Flags())
 				if err != nil {
 					return err
