@@ -83,6 +83,11 @@ type Config struct {
 	Webhook WebhookConfig `json:"webhook"` // see webhook.go
 
 	PodSecurity PodSecurityConfig `json:"podSecurity"`
+
+	// Storage and TaskLogs are read from Flyte's own sections of the same file
+	// (top-level `storage:` and `plugins: logs:`), not from `executor:`.
+	Storage  StorageConfig `json:"-"`
+	TaskLogs TaskLogConfig `json:"-"`
 }
 
 // PodSecurityConfig limits what the pods the executor creates for TaskActions
@@ -137,5 +142,7 @@ func Default() Config {
 		Webhook: DefaultWebhook(),
 
 		PodSecurity: PodSecurityConfig{Level: "baseline"},
+
+		TaskLogs: DefaultTaskLogConfig(),
 	}
 }

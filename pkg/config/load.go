@@ -134,11 +134,40 @@ func loadFile(path string, c *Config) error {
 			return fmt.Errorf("config file %s: unknown section %q (did you mean %q?)", path, k, Section)
 		}
 	}
+	if err := loadFlyteSections(top, c, path); err != nil {
+		return err
+	}
 	sec, ok := top[Section]
 	if !ok || string(sec) == "null" {
 		return nil
 	}
 	return decodeSection("", reflect.ValueOf(c).Elem(), sec, path)
+}
+
+// loadFlyteSections reads the sections the executor shares with Flyte's other
+// components, as they write them: `storage:` and `plugins: logs:`.
+func loadFlyteSections(top map[string]json.RawMessage, c *Config, path string) error {
+	if raw, ok := top[StorageSection]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &c.Storage); err != nil {
+			return fmt.Errorf("config file %s: %s: %v", path, StorageSection, err)
+		}
+	}
+	plugins, ok := top["plugins"]
+	if !ok || string(plugins) == "null" {
+		return nil
+	}
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(plugins, &p); err != nil {
+		return fmt.Errorf("config file %s: plugins must be a mapping", path)
+	}
+	if raw, ok := p["logs"]; ok && string(raw) != "null" {
+		logs := TaskLogConfig{}
+		if err := json.Unmarshal(raw, &logs); err != nil {
+			return fmt.Errorf("config file %s: %s: %v", path, TaskLogSection, err)
+		}
+		c.TaskLogs = logs
+	}
+	return nil
 }
 
 // decodeSection decodes a mapping into the struct v key by key, so that every

@@ -164,6 +164,16 @@ func (c Config) Validate() error {
 	}
 	ps = append(ps, c.Webhook.validate()...)
 	ps = append(ps, c.PodSecurity.validate()...)
+	for _, err := range []error{c.Storage.Validate(), c.TaskLogs.Validate()} {
+		if err == nil {
+			continue
+		}
+		// Each line of these names its own dotted key first: "storage.type \"x\": want ...".
+		for _, line := range strings.Split(err.Error(), "\n") {
+			key, msg, _ := strings.Cut(line, " ")
+			add(key, "%s", msg)
+		}
+	}
 	if len(ps) == 0 {
 		return nil
 	}

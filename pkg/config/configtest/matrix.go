@@ -255,6 +255,12 @@ executor:
 			Want: `config file <file>: eventsServiceURL and EventsServiceURL (Flyte's spelling) are both set, to "http://a:8090" and "http://b:8090": keep one`},
 		{Name: "Flyte's spelling, validated like ours", File: "executor:\n  EventsServiceURL: flyte-http:8090\n",
 			Want: `eventsServiceURL: "flyte-http:8090" has no scheme: write it as "http://flyte-http:8090" (or https)`},
+		{Name: "Flyte's storage section, bad type", File: "storage:\n  type: bogus\n",
+			Want: `storage.type: "bogus": want s3, minio, local or stow`},
+		{Name: "Flyte's log links, bad link type", File: "plugins:\n  logs:\n    templates:\n    - templateUris: [\"http://a/{{ .podName }}\"]\n      linkType: weird\n",
+			Want: `plugins.logs.templates[0].linkType: "weird": want external, dashboard or ide`},
+		{Name: "plugins not a mapping", File: "plugins: [logs]\n",
+			Want: `config file <file>: plugins must be a mapping`},
 		{Name: "top level not a mapping", File: "- executor\n",
 			Want: `config file <file>: the top level must be a mapping with a section "executor"`},
 
