@@ -53,7 +53,7 @@ func newCondition() *flytev1.TaskAction {
 	ta := newTA(0)
 	ta.Finalizers = nil
 	ta.Spec.ActionType = flytev1.ActionTypeCondition
-	ta.Spec.TaskTemplate = nil
+	ta.Spec.Template = nil
 	return ta
 }
 

@@ -109,9 +109,7 @@ func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now tim
 }
 
 // conditionSpec is spec.conditionSpec, Flyte's serialized ConditionAction.
-// The CRD does not carry the field yet (the API change adds it); until then a
-// condition waits for its signal without a timeout.
-func conditionSpec(*flytev1.TaskAction) []byte { return nil }
+func conditionSpec(ta *flytev1.TaskAction) []byte { return ta.Spec.ConditionSpec }
 
 // newObject is an empty object of the plugin's primary type.
 func newObject(p plugin.Plugin) client.Object {

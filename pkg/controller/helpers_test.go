@@ -30,7 +30,7 @@ func newTA(retries int32) *flytev1.TaskAction {
 		Spec: flytev1.TaskActionSpec{
 			RunName: "run1", Project: "p", Domain: "d", ActionName: "hello", TaskType: "container",
 			InputURI: "s3://b/run1/hello/inputs.pb", RunOutputBase: "s3://b/run1",
-			TaskTemplate: &flytev1.TaskTemplate{ID: flytev1.TaskID{Name: "t", Version: "v1"}, Retries: retries,
+			Template: &flytev1.TypedTaskTemplate{ID: flytev1.TaskID{Name: "t", Version: "v1"}, Retries: retries,
 				Container: &flytev1.Container{Image: "busybox"}},
 		},
 	}
@@ -143,3 +143,5 @@ func mustJSON(v any) []byte {
 	}
 	return b
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -34,7 +34,7 @@ func TestTimeoutJudgesByWhenThePodEnded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ta := newTA(0)
-			ta.Spec.TaskTemplate.Timeout = &metav1.Duration{Duration: time.Minute}
+			ta.Spec.Template.Timeout = ptrTo("1m")
 			ta = runningTA(t, ta)
 			p := testDecider.decide(worldOf(t, ta, ours("pod-1", created, tc.obs)), tc.now)
 			if got := evs(p.Events); got != tc.events {

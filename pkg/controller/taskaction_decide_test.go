@@ -138,7 +138,7 @@ func TestDecide(t *testing.T) {
 		}, pod: ours("pod-1", t0, succeeded(now)), want: want{noWrite: true}},
 		{name: "spec edited into something invalid while running: fails and its pod is stopped", ta: func(t testing.TB) *flytev1.TaskAction {
 			ta := runningTA(t, cached(t))
-			ta.Spec.TaskTemplate.Container = nil
+			ta.Spec.Template.Container = nil
 			return ta
 		}, pod: ours("pod-1", t0, running(t0)), want: want{events: "1:FAILED:v38", history: "Queued,Executing,InvalidSpec", reason: "InvalidSpec", code: CodeInvalidSpec, attempts: 1, deletes: "pod-1", finish: true}},
 		{name: "terminal, pod still running (cache hit after a crash): stopped, then released", ta: func(t testing.TB) *flytev1.TaskAction {

@@ -123,7 +123,8 @@ func create(t *testing.T, ns string, o object) *flytev1.TaskAction {
 	ctx := context.Background()
 	ta := &flytev1.TaskAction{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: o.name, Labels: o.labels},
-		Spec:       flytev1.TaskActionSpec{RunName: "run", Project: "p", Domain: "d", ActionName: o.name, TaskType: "container"},
+		Spec: flytev1.TaskActionSpec{RunName: "run", Project: "p", Domain: "d", ActionName: o.name, TaskType: "container",
+			Template: &flytev1.TypedTaskTemplate{Container: &flytev1.Container{Image: "busybox"}}},
 	}
 	if err := k8s.Create(ctx, ta); err != nil {
 		t.Fatalf("create %s: %v", o.name, err)

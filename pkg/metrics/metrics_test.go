@@ -179,8 +179,9 @@ func TestRecordingFunctionsShowInTheScrape(t *testing.T) {
 func taskAction(ns, name string, conds ...metav1.Condition) *flytev1.TaskAction {
 	return &flytev1.TaskAction{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       flytev1.TaskActionSpec{RunName: "run", Project: "p", Domain: "d", ActionName: name},
-		Status:     flytev1.TaskActionStatus{Conditions: conds},
+		Spec: flytev1.TaskActionSpec{RunName: "run", Project: "p", Domain: "d", ActionName: name,
+			Template: &flytev1.TypedTaskTemplate{Container: &flytev1.Container{Image: "busybox"}}},
+		Status: flytev1.TaskActionStatus{Conditions: conds},
 	}
 }
 

@@ -89,7 +89,7 @@ func CheckTaskAction(raw []byte) (*flytev1.TaskAction, field.ErrorList, []string
 	var warnings []string
 	var doc struct {
 		Spec struct {
-			TaskTemplate *struct {
+			Template *struct {
 				Timeout   json.RawMessage `json:"timeout"`
 				Container *struct {
 					Resources json.RawMessage `json:"resources"`
@@ -97,14 +97,14 @@ func CheckTaskAction(raw []byte) (*flytev1.TaskAction, field.ErrorList, []string
 				PodTemplate *struct {
 					Spec json.RawMessage `json:"spec"`
 				} `json:"podTemplate"`
-			} `json:"taskTemplate"`
+			} `json:"template"`
 		} `json:"spec"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, field.ErrorList{field.Invalid(field.NewPath("spec"), "", "not a TaskAction: "+err.Error())}, nil
 	}
-	tpl := field.NewPath("spec", "taskTemplate")
-	if tt := doc.Spec.TaskTemplate; tt != nil {
+	tpl := field.NewPath("spec", "template")
+	if tt := doc.Spec.Template; tt != nil {
 		if len(tt.Timeout) > 0 && string(tt.Timeout) != "null" {
 			errs = append(errs, checkTimeout(tpl.Child("timeout"), tt.Timeout)...)
 		}

@@ -32,7 +32,7 @@ func TestForeignPodIsNeverTouched(t *testing.T) {
 		t.Fatal(err)
 	}
 	ta := validTaskAction(ns, "web")
-	ta.Spec.TaskTemplate.Retries = 2
+	ta.Spec.Template.Retries = 2
 	create(t, ta)
 	got := waitReason(t, ns, "web", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
 	if es := got.Status.ErrorState; es == nil || es.Code != controller.CodeForeignResource || !strings.Contains(es.Message, "web-0") {
@@ -72,7 +72,7 @@ func TestQuotaRefusalWaitsWithoutConsumingAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	ta := validTaskAction(ns, "quota")
-	ta.Spec.TaskTemplate.Retries = 1
+	ta.Spec.Template.Retries = 1
 	create(t, ta)
 	eventually(t, 20*time.Second, "waiting for quota", func() bool {
 		c := meta.FindStatusCondition(get(t, ns, "quota").Status.Conditions, flytev1.ConditionProgressing)
@@ -114,7 +114,7 @@ func TestPodSecurityRefusalEndsTheTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	ta := validTaskAction(ns, "psa")
-	ta.Spec.TaskTemplate.Retries = 2
+	ta.Spec.Template.Retries = 2
 	create(t, ta)
 	got := waitReason(t, ns, "psa", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
 	if es := got.Status.ErrorState; es == nil || es.Code != controller.CodeLaunchRefused || !strings.Contains(es.Message, "PodSecurity") {
@@ -134,7 +134,7 @@ func TestSpecEditAfterLaunch(t *testing.T) {
 	pod := waitPod(t, ns, "edited-0")
 	setPodStatus(t, pod, podRunning(pod))
 	ta := waitReason(t, ns, "edited", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
-	ta.Spec.TaskTemplate.Container = nil
+	ta.Spec.Template.Container = nil
 	if err := k8s.Update(context.Background(), ta); err != nil {
 		t.Fatal(err)
 	}

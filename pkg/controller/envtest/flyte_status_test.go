@@ -107,7 +107,7 @@ func flyteStatusUpdate(t *testing.T, ns, name string, change func(*flyteStatus))
 func TestFlyteStatusWritersLoseNothing(t *testing.T) {
 	ns := namespace(t)
 	ta := validTaskAction(ns, "flyte")
-	ta.Spec.TaskTemplate.Retries = 1
+	ta.Spec.Template.Retries = 1
 	create(t, ta)
 	roundTrip := func(when string) {
 		t.Helper()
@@ -155,7 +155,7 @@ func TestConditionSignalledByAFullStatusUpdate(t *testing.T) {
 	ns := namespace(t)
 	ta := validTaskAction(ns, "approve")
 	ta.Spec.ActionType = flytev1.ActionTypeCondition
-	ta.Spec.TaskTemplate, ta.Spec.TaskType = nil, ""
+	ta.Spec.Template, ta.Spec.TaskType = nil, ""
 	create(t, ta)
 	waitReason(t, ns, "approve", flytev1.ConditionProgressing, flytev1.ReasonPaused)
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
