@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	workflowpb "github.com/taskaction/executor/gen/flyteidl2/workflow"
 )
 
 // flyteStatus has exactly the status fields of Flyte's own TaskAction type
@@ -171,5 +174,29 @@ func TestConditionSignalledByAFullStatusUpdate(t *testing.T) {
 	}
 	if n := len(pods(t, ns)); n != 0 || strings.Contains(strings.Join(got.Finalizers, ","), "flyte") {
 		t.Errorf("a condition got %d pods or a finalizer %v", n, got.Finalizers)
+	}
+}
+
+// TestConditionTimesOut: a condition action whose conditionSpec (Flyte's
+// serialized ConditionAction) sets a timeout fails with TimedOut when no
+// signal comes.
+func TestConditionTimesOut(t *testing.T) {
+	ns := namespace(t)
+	spec, err := proto.Marshal(&workflowpb.ConditionAction{Name: "approve", Timeout: durationpb.New(2 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta := validTaskAction(ns, "late")
+	ta.Spec.ActionType = flytev1.ActionTypeCondition
+	ta.Spec.Template, ta.Spec.TaskType = nil, ""
+	ta.Spec.ConditionSpec = spec
+	create(t, ta)
+	waitReason(t, ns, "late", flytev1.ConditionProgressing, flytev1.ReasonPaused)
+	got := waitReason(t, ns, "late", flytev1.ConditionFailed, flytev1.ReasonTimedOut)
+	if es := got.Status.ErrorState; es == nil || es.Code != "Timeout" {
+		t.Errorf("errorState = %+v", es)
+	}
+	if p := phasesOf(eventsOf(ns, "late")); p != "1:PAUSED 1:TIMED_OUT" {
+		t.Errorf("events = %s", p)
 	}
 }
