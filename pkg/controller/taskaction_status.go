@@ -251,7 +251,8 @@ func record(st *flytev1.TaskActionStatus, t transition, version uint32, now time
 		setCondition(st, flytev1.ConditionProgressing, metav1.ConditionFalse, name, "TaskAction has completed", recorded)
 		setCondition(st, flytev1.ConditionSucceeded, metav1.ConditionTrue, name, msg, recorded)
 	case t.final:
-		setCondition(st, flytev1.ConditionProgressing, metav1.ConditionFalse, name, msg, recorded)
+		// The message once in the Failed condition (and in full in errorState), not again here.
+		setCondition(st, flytev1.ConditionProgressing, metav1.ConditionFalse, name, "TaskAction has ended: "+name, recorded)
 		setCondition(st, flytev1.ConditionFailed, metav1.ConditionTrue, name, msg, recorded)
 	default:
 		setCondition(st, flytev1.ConditionProgressing, metav1.ConditionTrue, name, msg, recorded)
