@@ -35,7 +35,7 @@ func (d decider) decide(w World, now time.Time) Plan {
 	p := Plan{Status: *w.TA.Status.DeepCopy()}
 	switch {
 	case !w.TA.DeletionTimestamp.IsZero():
-		d.deleted(&p, w, now)
+		d.deleted(&p, w)
 	case isTerminalStatus(&w.TA.Status):
 		d.terminal(&p, w)
 	case w.TA.Spec.ActionType == flytev1.ActionTypeCondition:
@@ -48,7 +48,7 @@ func (d decider) decide(w World, now time.Time) Plan {
 
 // deleted: a TaskAction being deleted is aborted (unless it had ended),
 // then let go.
-func (d decider) deleted(p *Plan, w World, now time.Time) {
+func (d decider) deleted(p *Plan, w World) {
 	if !controllerutil.ContainsFinalizer(w.TA, Finalizer) {
 		return
 	}
@@ -58,41 +58,38 @@ func (d decider) deleted(p *Plan, w World, now time.Time) {
 		t := transition{attempt: attempt, phase: plugin.PhasePermanentFailure, final: true, reason: flytev1.ReasonAborted,
 			message: "the TaskAction was deleted", at: w.TA.DeletionTimestamp.Time}
 		// Reported, not persisted: the object is going away.
-		scratch := *w.TA.Status.DeepCopy()
-		ver := eventVersion(&scratch, attempt, eventPhase(t))
-		p.Events = append(p.Events, d.event(w, &scratch, t, ver))
+		p.Events = append(p.Events, d.event(w, &w.TA.Status, t, eventVersion(&w.TA.Status, attempt, eventPhase(t))))
 		p.Recorded = append(p.Recorded, flytev1.ReasonAborted)
 	}
-	d.cleanup(p, w, true)
-	p.Finish = false
+	d.stopLeftovers(p, w)
 	p.RemoveFinalizer = true
 }
 
 // terminal: level-triggered cleanup of a TaskAction that has ended, until its
-// finalizer is released.
+// finalizer is released and it is labelled for the garbage collector.
 func (d decider) terminal(p *Plan, w World) {
-	done := w.TA.Labels[TerminationStatusLabel] == TerminationStatusValue && w.TA.Labels[CompletedTimeLabel] != ""
-	if controllerutil.ContainsFinalizer(w.TA, Finalizer) || !done {
-		d.cleanup(p, w, controllerutil.ContainsFinalizer(w.TA, Finalizer))
+	labelled := w.TA.Labels[TerminationStatusLabel] == TerminationStatusValue && w.TA.Labels[CompletedTimeLabel] != ""
+	held := controllerutil.ContainsFinalizer(w.TA, Finalizer)
+	if held {
+		d.stopLeftovers(p, w)
 	}
+	p.Finish = held || !labelled
 }
 
-// cleanup stops what an ended TaskAction left behind: the current attempt's
-// pod unless it finished by itself (kept for its logs), the pods of earlier
-// attempts, its cache reservation. Then it is labelled and let go.
-func (d decider) cleanup(p *Plan, w World, held bool) {
-	if held {
-		if w.Pod.Holder == holderUs && !w.Pod.Deleting && (!w.Pod.Obs.Finished || !w.TA.DeletionTimestamp.IsZero()) {
-			p.Delete = append(p.Delete, objectRef{Name: w.Pod.Name, UID: w.Pod.UID})
-		}
-		for _, o := range w.Others {
-			if !o.Deleting {
-				p.Delete = append(p.Delete, objectRef{Name: o.Name, UID: o.UID})
-			}
-		}
-		p.ReleaseReservation = serializable(w)
+// stopLeftovers stops what a TaskAction that ended (or is being deleted)
+// still holds: the current attempt's pod unless it finished by itself (kept
+// for its logs until the TaskAction goes), the pods of earlier attempts, its
+// cache reservation.
+func (d decider) stopLeftovers(p *Plan, w World) {
+	if w.Pod.Holder == holderUs && !w.Pod.Deleting && (!w.Pod.Obs.Finished || !w.TA.DeletionTimestamp.IsZero()) {
+		p.Delete = append(p.Delete, objectRef{Name: w.Pod.Name, UID: w.Pod.UID})
 	}
-	p.Finish = true
+	for _, o := range w.Others {
+		if !o.Deleting {
+			p.Delete = append(p.Delete, objectRef{Name: o.Name, UID: o.UID})
+		}
+	}
+	p.ReleaseReservation = serializable(w)
 }
 
 // task advances a task action by one step.
@@ -283,7 +280,8 @@ func (d decider) final(p *Plan, w World, now time.Time, t transition) {
 	if w.Pod.Obs.Finished && !w.Pod.Obs.OccurredAt.IsZero() {
 		p.Metrics.TerminalLatency = now.Sub(w.Pod.Obs.OccurredAt)
 	}
-	d.cleanup(p, w, true)
+	d.stopLeftovers(p, w)
+	p.Finish = true
 	p.WakeAfter = 0
 }
 
