@@ -315,13 +315,15 @@ func (o objectReader) List(context.Context, client.ObjectList, ...client.ListOpt
 // cache may not show), and the created or found object is kept.
 type launchClient struct {
 	client.Client
-	live   client.Reader
+	live client.Reader
+	// name is the attempt's object; only it is kept.
+	name   string
 	object client.Object
 }
 
 func (c *launchClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
 	err := c.Client.Create(ctx, obj, opts...)
-	if err == nil {
+	if err == nil && obj.GetName() == c.name {
 		c.object = obj
 	}
 	return err
@@ -334,7 +336,7 @@ func (c *launchClient) Get(ctx context.Context, key client.ObjectKey, obj client
 	} else {
 		err = c.Client.Get(ctx, key, obj, opts...)
 	}
-	if err == nil {
+	if err == nil && key.Name == c.name {
 		c.object = obj
 	}
 	return err

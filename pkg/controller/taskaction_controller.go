@@ -153,7 +153,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) launch(ctx context.Context, w *World, p plugin.Plugin, now time.Time) error {
 	attempt := max(w.TA.Status.Attempts, 1)
 	tc := r.taskContext(w.TA, w.Task, attempt, now)
-	lc := &launchClient{Client: r.Client, live: r.APIReader}
+	lc := &launchClient{Client: r.Client, live: r.APIReader, name: p.ResourceName(tc)}
 	err := p.Launch(ctx, lc, tc)
 	w.Launch = &launchOutcome{Err: err}
 	if err != nil {
