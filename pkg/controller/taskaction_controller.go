@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -209,6 +210,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("taskaction").
 		For(&flytev1.TaskAction{}).
+		// A new TaskAction with another's identity also wakes that other one:
+		// whichever came first keeps running, the other is refused.
+		Watches(&flytev1.TaskAction{}, handler.EnqueueRequestsFromMapFunc(r.sameIdentity),
+			builder.WithPredicates(predicate.Funcs{
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				DeleteFunc:  func(event.DeleteEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: workers,
 			// Per-object backoff only, capped at 30s: after an outage of the events
@@ -236,6 +245,25 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		}
 	}
 	return b.Complete(r)
+}
+
+// sameIdentity lists the other TaskActions with obj's event identity.
+func (r *Reconciler) sameIdentity(ctx context.Context, obj client.Object) []reconcile.Request {
+	ids := actionIdentity(obj)
+	if len(ids) == 0 {
+		return nil
+	}
+	l := &flytev1.TaskActionList{}
+	if err := r.Client.List(ctx, l, client.MatchingFields{identityIndex: ids[0]}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range l.Items {
+		if l.Items[i].UID != obj.GetUID() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&l.Items[i])})
+		}
+	}
+	return out
 }
 
 // addFinalizer puts the finalizer on before anything is launched.

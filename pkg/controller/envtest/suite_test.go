@@ -184,7 +184,9 @@ func validTaskAction(ns, name string) *flytev1.TaskAction {
 	return &flytev1.TaskAction{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"team": "ml"}},
 		Spec: flytev1.TaskActionSpec{
-			RunName: "run1", Project: "proj", Domain: "dev", ActionName: name,
+			// The run is the namespace: every test (and every -count repetition)
+			// has identities of its own, as the executor refuses duplicates.
+			RunName: ns, Project: "proj", Domain: "dev", ActionName: name,
 			TaskType: "python-task", InputURI: "s3://bucket/run1/" + name + "/inputs.pb", RunOutputBase: "s3://bucket/run1",
 			Template: &flytev1.TypedTaskTemplate{
 				ID: flytev1.TaskID{Name: "my.task", Version: "v1"},
@@ -308,7 +310,7 @@ func ptr[T any](v T) *T { return &v }
 func eventsOf(ns, action string) []events.Event {
 	var out []events.Event
 	for _, e := range recorder.Events() {
-		if e.Action == action && e.Run == "run1" {
+		if e.Action == action && e.Run == ns {
 			out = append(out, e)
 		}
 	}

@@ -39,7 +39,7 @@ func TestHappyPath(t *testing.T) {
 	}
 	for k, v := range map[string]string{
 		"flyte.org/managed": "true", "flyte.org/project": "proj", "flyte.org/domain": "dev",
-		"flyte.org/run": "run1", "flyte.org/action": "happy", "attempt": "1", "team": "ml",
+		"flyte.org/run": ns, "flyte.org/action": "happy", "attempt": "1", "team": "ml",
 	} {
 		if pod.Labels[k] != v {
 			t.Errorf("pod label %s = %q, want %q", k, pod.Labels[k], v)
@@ -386,7 +386,7 @@ func TestServiceAccountAndTemplating(t *testing.T) {
 	for _, e := range pod.Spec.Containers[0].Env {
 		env[e.Name] = e.Value
 	}
-	if env["ACTION_NAME"] != "sa" || env["RUN_NAME"] != "run1" || env["FOO"] != "bar" {
+	if env["ACTION_NAME"] != "sa" || env["RUN_NAME"] != ns || env["FOO"] != "bar" {
 		t.Errorf("env = %v", env)
 	}
 
