@@ -166,6 +166,11 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
 		if reg, err = Registry(); err != nil {
 			return fmt.Errorf("plugin registry: %w", err)
 		}
+		// Flyte's charts name plugins this executor does not have: those task
+		// types keep the default plugin, with a warning rather than a refusal.
+		if unknown := reg.MapTaskTypes(cfg.TaskPlugins); len(unknown) > 0 {
+			mgr.GetLogger().Info("tasks.task-plugins.default-for-task-types names plugins that do not exist here; those task types use the default plugin", "entries", unknown)
+		}
 	}
 	rec := opts.Recorder
 	if rec == nil {
@@ -193,19 +198,36 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
 			Cluster:           cfg.Cluster,
 			MaxSystemFailures: int32(cfg.MaxSystemFailures),
 			RequeueDuration:   cfg.RequeueDuration.Duration,
-			Settings: plugin.Settings{
-				DefaultServiceAccount:      cfg.DefaultK8sServiceAccount,
-				DefaultCPU:                 cfg.DefaultCPU,
-				DefaultMemory:              cfg.DefaultMemory,
-				ImagePullGracePeriod:       cfg.ImagePullGracePeriod.Duration,
-				CreateContainerGracePeriod: cfg.CreateContainerGracePeriod.Duration,
-			},
+			Settings:          PluginSettings(cfg),
 		},
 	}
 	if err := r.SetupWithManager(mgr, cfg.MaxConcurrentReconciles); err != nil {
 		return fmt.Errorf("set up the TaskAction controller: %w", err)
 	}
 	return nil
+}
+
+// PluginSettings are the executor-wide values plugins need, from cfg.
+func PluginSettings(cfg config.Config) plugin.Settings {
+	k := cfg.K8sPlugin
+	return plugin.Settings{
+		DefaultServiceAccount:      cfg.DefaultK8sServiceAccount,
+		DefaultCPU:                 cfg.DefaultCPU,
+		DefaultMemory:              cfg.DefaultMemory,
+		ImagePullGracePeriod:       cfg.ImagePullGracePeriod.Duration,
+		CreateContainerGracePeriod: cfg.CreateContainerGracePeriod.Duration,
+
+		DefaultEnvVars:                          k.DefaultEnvVars,
+		DefaultLabels:                           k.DefaultLabels,
+		DefaultAnnotations:                      k.DefaultAnnotations,
+		DefaultNodeSelector:                     k.DefaultNodeSelector,
+		DefaultTolerations:                      k.DefaultTolerations,
+		InterruptibleTolerations:                k.InterruptibleTolerations,
+		InterruptibleNodeSelector:               k.InterruptibleNodeSelector,
+		InterruptibleNodeSelectorRequirement:    k.InterruptibleNodeSelectorRequirement,
+		NonInterruptibleNodeSelectorRequirement: k.NonInterruptibleNodeSelectorRequirement,
+		GPUResourceName:                         k.GPUResourceName,
+	}
 }
 
 // registerReplacing registers c, replacing the collector of an earlier manager
