@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/podsecurity"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -119,6 +120,10 @@ type Settings struct {
 	// GPUResourceName is the resource a generic GPU request becomes when the
 	// task names no accelerator class; empty means nvidia.com/gpu.
 	GPUResourceName corev1.ResourceName
+
+	// PodSecurity, when set, is the policy every task pod must meet: the
+	// executor may create pods its TaskActions' authors could not.
+	PodSecurity *podsecurity.Policy
 }
 
 // TaskContext is one attempt of one TaskAction.

@@ -13,6 +13,7 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/podsecurity"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
@@ -76,6 +77,10 @@ const (
 
 // CodeBadTaskSpecification is the error code of a task that cannot be turned into a pod.
 const CodeBadTaskSpecification = "BadTaskSpecification"
+
+// CodePodSecurityViolation is the error code of a task whose pod the
+// executor's pod-security policy refuses (a permanent user failure).
+const CodePodSecurityViolation = "PodSecurityViolation"
 
 // badSpec is the permanent user failure of a task that cannot become a pod.
 func badSpec(format string, a ...any) error {
@@ -199,6 +204,12 @@ func BuildPod(tc plugin.TaskContext) (*corev1.Pod, error) {
 			}},
 		},
 		Spec: spec,
+	}
+	if pol := tc.Settings.PodSecurity; pol != nil {
+		if vs := pol.Check(pod); len(vs) > 0 {
+			return nil, &plugin.LaunchError{Err: plugin.ExecError{Code: CodePodSecurityViolation, Kind: flytev1.ErrorKindUser,
+				Message: podsecurity.Err(vs).Error()}}
+		}
 	}
 	return pod, nil
 }
