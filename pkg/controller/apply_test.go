@@ -41,6 +41,8 @@ type rig struct {
 	svc   *dedupService
 	// crashAfter is the write after which the process dies (0: never).
 	crashAfter int
+	// failAt is the attempted write that fails without effect, once (0: none).
+	failAt, attempted int
 	writes     int
 	crashed    bool
 	// gen is the running process; dead is the one that crashed: its later
@@ -65,8 +67,8 @@ func identity(e events.Event) string {
 }
 
 func (d *dedupService) Record(_ context.Context, e events.Event) error {
-	if d.r.isDead() {
-		return errCrash
+	if err := d.r.refuse(); err != nil {
+		return err
 	}
 	id := identity(e)
 	if !d.seen[id] {
@@ -98,6 +100,21 @@ func (r *rig) wrote() error {
 
 func (r *rig) isDead() bool { return r.crashed && r.dead == r.gen }
 
+// errRefused is a write the API server or the events service refused.
+var errRefused = apierrors.NewServiceUnavailable("refused once by the test")
+
+// refuse says whether this attempted write is the one that fails.
+func (r *rig) refuse() error {
+	if r.isDead() {
+		return errCrash
+	}
+	r.attempted++
+	if r.failAt > 0 && r.attempted == r.failAt {
+		return errRefused
+	}
+	return nil
+}
+
 func newRig(t *testing.T, crashAfter int) *rig {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
@@ -121,8 +138,8 @@ func newRig(t *testing.T, crashAfter int) *rig {
 func (r *rig) client() client.Client {
 	return interceptor.NewClient(r.store, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if r.isDead() {
-				return errCrash
+			if err := r.refuse(); err != nil {
+				return err
 			}
 			r.uids++
 			obj.SetUID(types.UID(fmt.Sprintf("uid-%d", r.uids)))
@@ -133,8 +150,8 @@ func (r *rig) client() client.Client {
 			return r.wrote()
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			if r.isDead() {
-				return errCrash
+			if err := r.refuse(); err != nil {
+				return err
 			}
 			do := &client.DeleteOptions{}
 			do.ApplyOptions(opts)
@@ -153,8 +170,8 @@ func (r *rig) client() client.Client {
 			return r.wrote()
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			if r.isDead() {
-				return errCrash
+			if err := r.refuse(); err != nil {
+				return err
 			}
 			if err := c.Patch(ctx, obj, p, opts...); err != nil {
 				return err
@@ -162,8 +179,8 @@ func (r *rig) client() client.Client {
 			return r.wrote()
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-			if r.isDead() {
-				return errCrash
+			if err := r.refuse(); err != nil {
+				return err
 			}
 			if err := c.SubResource(sub).Patch(ctx, obj, p, opts...); err != nil {
 				return err
@@ -237,11 +254,17 @@ type scenario struct {
 	kubelet func(r *rig, ta *flytev1.TaskAction, reason string)
 }
 
+// recorded says whether the executor has recorded p as its attempt's pod:
+// the kubelet moves on only then, as in a run without failures.
+func recorded(ta *flytev1.TaskAction, p *corev1.Pod) bool {
+	return readState(&ta.Status, max(ta.Status.Attempts, 1)).Pod == p.UID
+}
+
 var scenarios = []scenario{
 	{name: "success", kubelet: func(r *rig, ta *flytev1.TaskAction, reason string) {
 		if p, ok := r.pod("hello-0"); ok {
 			switch {
-			case reason == flytev1.ReasonQueued && p.Status.Phase == "":
+			case reason == flytev1.ReasonQueued && p.Status.Phase == "" && recorded(ta, p):
 				r.setPod(p, corev1.PodRunning, "", 0)
 			case reason == flytev1.ReasonExecuting && p.Status.Phase == corev1.PodRunning:
 				r.setPod(p, corev1.PodSucceeded, "", 0)
@@ -251,7 +274,7 @@ var scenarios = []scenario{
 	{name: "retry", retries: 1, kubelet: func(r *rig, ta *flytev1.TaskAction, reason string) {
 		if p, ok := r.pod("hello-0"); ok && ta.Status.Attempts == 1 {
 			switch {
-			case reason == flytev1.ReasonQueued && p.Status.Phase == "":
+			case reason == flytev1.ReasonQueued && p.Status.Phase == "" && recorded(ta, p):
 				r.setPod(p, corev1.PodRunning, "", 0)
 			case reason == flytev1.ReasonExecuting && p.Status.Phase == corev1.PodRunning:
 				r.setPod(p, corev1.PodFailed, "", 1)
@@ -259,7 +282,7 @@ var scenarios = []scenario{
 		}
 		if p, ok := r.pod("hello-1"); ok && ta.Status.Attempts == 2 {
 			switch {
-			case reason == flytev1.ReasonQueued && p.Status.Phase == "":
+			case reason == flytev1.ReasonQueued && p.Status.Phase == "" && recorded(ta, p):
 				r.setPod(p, corev1.PodRunning, "", 0)
 			case reason == flytev1.ReasonExecuting && p.Status.Phase == corev1.PodRunning:
 				r.setPod(p, corev1.PodSucceeded, "", 0)
@@ -270,9 +293,9 @@ var scenarios = []scenario{
 		p, ok := r.pod("hello-0")
 		switch {
 		case !ok:
-		case reason == flytev1.ReasonQueued && p.Status.Phase == "" && ta.Status.SystemFailures == 0:
-			r.setPod(p, corev1.PodFailed, "Evicted", 0) // the first try is evicted
-		case reason == flytev1.ReasonQueued && p.Status.Phase == "" && ta.Status.SystemFailures == 1:
+		case reason == flytev1.ReasonQueued && p.Status.Phase == "" && recorded(ta, p) && p.UID == "uid-1":
+			r.setPod(p, corev1.PodFailed, "Evicted", 0) // the first pod is evicted
+		case reason == flytev1.ReasonQueued && p.Status.Phase == "" && recorded(ta, p):
 			r.setPod(p, corev1.PodRunning, "", 0)
 		case reason == flytev1.ReasonExecuting && p.Status.Phase == corev1.PodRunning:
 			r.setPod(p, corev1.PodSucceeded, "", 0)
@@ -281,7 +304,7 @@ var scenarios = []scenario{
 	{name: "abort", kubelet: func(r *rig, ta *flytev1.TaskAction, reason string) {
 		p, ok := r.pod("hello-0")
 		switch {
-		case ok && reason == flytev1.ReasonQueued && p.Status.Phase == "":
+		case ok && reason == flytev1.ReasonQueued && p.Status.Phase == "" && recorded(ta, p):
 			r.setPod(p, corev1.PodRunning, "", 0)
 		case reason == flytev1.ReasonExecuting && ta.DeletionTimestamp.IsZero():
 			if err := r.store.Delete(context.Background(), ta); err != nil {
@@ -296,6 +319,7 @@ var scenarios = []scenario{
 type outcome struct {
 	events, status string
 	writes         int
+	attempted      int
 	differ         []string
 }
 
@@ -313,19 +337,19 @@ func (r *rig) run(sc scenario) outcome {
 			r.clock.Step(3 * time.Second)
 			continue
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, errRefused) {
 			r.t.Fatalf("reconcile: %v", err)
 		}
 		cur, ok := r.ta()
 		if !ok {
-			return outcome{events: strings.Join(r.svc.order, " "), status: "deleted", writes: r.writes, differ: r.svc.differ}
+			return outcome{events: strings.Join(r.svc.order, " "), status: "deleted", writes: r.writes, attempted: r.attempted, differ: r.svc.differ}
 		}
 		reason := ""
 		if c := meta.FindStatusCondition(cur.Status.Conditions, flytev1.ConditionProgressing); c != nil {
 			reason = c.Reason
 		}
 		if IsTerminal(cur) && len(cur.Finalizers) == 0 {
-			return outcome{events: strings.Join(r.svc.order, " "), status: summary(cur), writes: r.writes, differ: r.svc.differ}
+			return outcome{events: strings.Join(r.svc.order, " "), status: summary(cur), writes: r.writes, attempted: r.attempted, differ: r.svc.differ}
 		}
 		sc.kubelet(r, cur, reason)
 		r.clock.Step(11 * time.Second)
@@ -370,6 +394,27 @@ func TestCrashAtEveryWrite(t *testing.T) {
 				}
 				if got.status != clean.status {
 					t.Errorf("crash after write %d: status\n  %s\nwant\n  %s", k, got.status, clean.status)
+				}
+			}
+		})
+	}
+}
+
+// TestFailureAtEveryWrite: for the same runs, a write refused once (any
+// API write, any report) and retried ends the same as a run without failure.
+func TestFailureAtEveryWrite(t *testing.T) {
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			clean := newRig(t, 0).run(sc)
+			for k := 1; k <= clean.attempted; k++ {
+				r := newRig(t, 0)
+				r.failAt = k
+				got := r.run(sc)
+				if got.events != clean.events || got.status != clean.status {
+					t.Errorf("write %d refused: events\n  %s\nstatus\n  %s\nwant\n  %s\n  %s", k, got.events, got.status, clean.events, clean.status)
+				}
+				if d := newRigDiffer(got); d != "" {
+					t.Errorf("write %d refused: an identity re-sent with other contents: %s", k, d)
 				}
 			}
 		})
