@@ -43,8 +43,8 @@ type rig struct {
 	crashAfter int
 	// failAt is the attempted write that fails without effect, once (0: none).
 	failAt, attempted int
-	writes     int
-	crashed    bool
+	writes            int
+	crashed           bool
 	// gen is the running process; dead is the one that crashed: its later
 	// writes never happen.
 	gen, dead int
