@@ -146,18 +146,17 @@ type Plugin interface {
 	ID() string
 	// TaskTypes lists the task types the plugin serves.
 	TaskTypes() []string
-	// ResourceName names the attempt's primary resource (for pods: the pod
-	// name), recorded in status.podName. Stable for the same TaskAction and attempt.
+	// ResourceName names the attempt's primary object (for pods: the pod
+	// name), of the first of WatchedTypes, created with this TaskAction as its
+	// controller. Stable for the same TaskAction and attempt: the reconciler
+	// finds the attempt's object by it and deletes it itself, exactly that
+	// object (UID precondition), when the attempt is over.
 	ResourceName(tc TaskContext) string
 	// Launch starts the attempt. It must be idempotent: launching what already
 	// exists is success. A *LaunchError says the attempt failed to launch.
 	Launch(ctx context.Context, c client.Client, tc TaskContext) error
 	// Observe reads the attempt's state from r (normally the informer cache).
 	Observe(ctx context.Context, r client.Reader, tc TaskContext) (Observation, error)
-	// Abort stops the attempt; stopping what is already gone is success. The
-	// reconciler itself deletes the attempt's primary object (with a UID
-	// precondition); Abort is for what a plugin holds beyond it.
-	Abort(ctx context.Context, c client.Client, tc TaskContext) error
 	// Finalize releases what the plugin holds once the TaskAction is done.
 	Finalize(ctx context.Context, c client.Client, tc TaskContext) error
 	// WatchedTypes are the object types the plugin creates, owned by the
