@@ -79,7 +79,7 @@ func TestTaskSecretsEndToEnd(t *testing.T) {
 		if !meta.IsStatusConditionTrue(got.Status.Conditions, flytev1.ConditionSucceeded) {
 			t.Fatalf("task did not succeed: %+v", got.Status)
 		}
-		pod := testenv.WaitPod(t, c, ns, got.Status.PodName)
+		pod := testenv.WaitPod(t, c, ns, got.Name+"-0")
 		raw, _ := json.Marshal(pod)
 		if strings.Contains(string(raw), value) {
 			t.Errorf("the secret's value is in the pod")
