@@ -155,9 +155,9 @@ func (r *Reconciler) describe(ctx context.Context, p plugin.Plugin, tc plugin.Ta
 }
 
 // podCacheBehind says whether the cache has not yet seen a pod this process
-// created under key. Once the pod informer has synced past the create, a
-// missing pod is confirmed once with the API server (a pod deleted right
-// after its create; the informer's store may also trail its sync point).
+// created under key: until the pod informer has synced past the create, it
+// has not (no request is made). After that a missing pod is confirmed once
+// with the API server (a pod deleted right after its create).
 func (r *Reconciler) podCacheBehind(ctx context.Context, p plugin.Plugin, key types.NamespacedName) (bool, error) {
 	rv, ok := r.podCreates.version(key)
 	if !ok {
@@ -170,13 +170,18 @@ func (r *Reconciler) podCacheBehind(ctx context.Context, p plugin.Plugin, key ty
 		r.podCreates.forget(key)
 		return false, nil
 	}
+	// Asked once: the record goes either way. A pod the API server has and
+	// the synced cache lacks is waited for once more (the informer's store
+	// may trail its sync point); if the cache still lacks it then, it never
+	// will (its label changed) and the cache's word is taken.
+	r.podCreates.forget(key)
 	switch err := r.APIReader.Get(ctx, key, newObject(p)); {
 	case err == nil:
 		return true, nil
 	case apierrors.IsNotFound(err):
-		r.podCreates.forget(key)
 		return false, nil
 	default:
+		r.podCreates.wrote(key, rv) // not answered: ask again next time
 		return false, fmt.Errorf("read %s: %w", key, err)
 	}
 }
