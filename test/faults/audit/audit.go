@@ -1,0 +1,355 @@
+// Package audit checks what a fault suite left behind, from three witnesses
+// that do not depend on the executor's own account: the API server (the
+// TaskActions and pods at the end, and its audit log of every write), the
+// events store, and the events the events service acknowledged on the wire.
+// Every check is a pure function of those records, so that a fabricated
+// history proves it can fail.
+package audit
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
+	"github.com/taskaction/executor/pkg/controller"
+)
+
+// Outcome is what a TaskAction of the mix is meant to end as.
+type Outcome struct {
+	Succeed  bool
+	Attempts int32
+}
+
+// PodCreate is one pod create the API server's audit log witnessed.
+type PodCreate struct {
+	Namespace, Name string
+	// OwnerUID is the TaskAction the pod belongs to (its controller reference).
+	OwnerUID string
+	// Attempt is the pod's flyte.org/attempt label.
+	Attempt string
+	// Code is the HTTP status of the create (201: a pod was created).
+	Code int
+	User string
+}
+
+// World is what the suite collected at the end.
+type World struct {
+	// TaskActions are those the API server still has.
+	TaskActions []flytev1.TaskAction
+	// Deleted maps each TaskAction the suite deleted (namespace/name) to its
+	// action (ActionKey): it must be gone, with exactly one ABORTED event.
+	Deleted map[string]string
+	// Expected outcomes by namespace/name (optional).
+	Expected map[string]Outcome
+	// Pods are the executor's pods (label flyte.org/managed=true) left at the end.
+	Pods []corev1.Pod
+	// PodCreates are every pod create in the audit log.
+	PodCreates []PodCreate
+	// Acked are the events of every Record call the events service answered 200.
+	Acked []*eventsv1.ActionEvent
+	// Stored is the events store's content.
+	Stored []*eventsv1.ActionEvent
+}
+
+// Report holds the count of each defect; each must be zero.
+type Report struct {
+	StuckTaskActions      int
+	HistoryWithoutAckedEv int
+	AckedNotStored        int
+	DuplicateIdentities   int
+	SecondPodForAttempt   int
+	LeakedPods            int
+	FinalizersOnTerminal  int
+	WrongOutcomes         int
+	AbortedNotExactlyOne  int
+	// Not defects: identical re-sends of an acknowledged event (at-least-once delivery).
+	ResentIdentical int
+	Details         []string
+}
+
+const maxDetails = 40
+
+func (r *Report) add(count *int, format string, args ...any) {
+	*count++
+	if len(r.Details) < maxDetails {
+		r.Details = append(r.Details, fmt.Sprintf(format, args...))
+	}
+}
+
+// rows are the audits in print order.
+func (r *Report) rows() []struct {
+	name string
+	n    int
+} {
+	return []struct {
+		name string
+		n    int
+	}{
+		{"stuck TaskActions", r.StuckTaskActions},
+		{"phaseHistory entries without an acknowledged event", r.HistoryWithoutAckedEv},
+		{"events acknowledged but not stored", r.AckedNotStored},
+		{"duplicate event identities", r.DuplicateIdentities},
+		{"second pod created for the same attempt", r.SecondPodForAttempt},
+		{"leaked pods", r.LeakedPods},
+		{"finalizers left on terminal TaskActions", r.FinalizersOnTerminal},
+		{"wrong outcomes (result or attempts)", r.WrongOutcomes},
+		{"deleted TaskActions without exactly one ABORTED event", r.AbortedNotExactlyOne},
+	}
+}
+
+// Failures lists the audits whose count is not zero.
+func (r *Report) Failures() []string {
+	var out []string
+	for _, row := range r.rows() {
+		if row.n != 0 {
+			out = append(out, fmt.Sprintf("%s: %d", row.name, row.n))
+		}
+	}
+	return out
+}
+
+// Print writes every count, then the details.
+func (r *Report) Print(w io.Writer) {
+	for _, row := range r.rows() {
+		fmt.Fprintf(w, "  %-58s %d\n", row.name, row.n)
+	}
+	fmt.Fprintf(w, "  %-58s %d\n", "(identical re-sends of acknowledged events, allowed)", r.ResentIdentical)
+	for _, d := range r.Details {
+		fmt.Fprintf(w, "    - %s\n", d)
+	}
+}
+
+// Check runs every audit over w.
+func Check(w World) *Report {
+	r := &Report{}
+	byUID := map[string]*flytev1.TaskAction{}
+	for i := range w.TaskActions {
+		ta := &w.TaskActions[i]
+		byUID[string(ta.UID)] = ta
+		key := ta.Namespace + "/" + ta.Name
+		terminal := isTerminal(ta)
+		switch {
+		case w.Deleted[key] != "":
+			r.add(&r.StuckTaskActions, "%s: deleted but still present (finalizers %v)", key, ta.Finalizers)
+		case !terminal:
+			r.add(&r.StuckTaskActions, "%s: not terminal (Progressing %s, attempts %d)", key, progressReason(ta), ta.Status.Attempts)
+		}
+		if terminal && containsString(ta.Finalizers, controller.Finalizer) {
+			r.add(&r.FinalizersOnTerminal, "%s: terminal with finalizer %s", key, controller.Finalizer)
+		}
+		if want, ok := w.Expected[key]; ok && terminal && w.Deleted[key] == "" {
+			got := meta.IsStatusConditionTrue(ta.Status.Conditions, flytev1.ConditionSucceeded)
+			if got != want.Succeed || ta.Status.Attempts != want.Attempts {
+				r.add(&r.WrongOutcomes, "%s: succeeded=%v after %d attempts, want succeeded=%v after %d", key, got, ta.Status.Attempts, want.Succeed, want.Attempts)
+			}
+		}
+	}
+	checkHistory(r, w)
+	checkEvents(r, w)
+	checkPodCreates(r, w)
+	checkPods(r, w, byUID)
+	checkAborted(r, w)
+	return r
+}
+
+// historyPhases maps a phaseHistory name to the event phases that report it.
+var historyPhases = map[string][]eventsv1.Phase{
+	flytev1.ReasonQueued:           {eventsv1.Phase_PHASE_QUEUED, eventsv1.Phase_PHASE_WAITING_FOR_RESOURCES},
+	flytev1.ReasonInitializing:     {eventsv1.Phase_PHASE_INITIALIZING},
+	flytev1.ReasonExecuting:        {eventsv1.Phase_PHASE_RUNNING},
+	flytev1.ReasonCompleted:        {eventsv1.Phase_PHASE_SUCCEEDED},
+	flytev1.ReasonRetryableFailure: {eventsv1.Phase_PHASE_FAILED},
+	flytev1.ReasonPermanentFailure: {eventsv1.Phase_PHASE_FAILED},
+	flytev1.ReasonInvalidSpec:      {eventsv1.Phase_PHASE_FAILED},
+	flytev1.ReasonPluginNotFound:   {eventsv1.Phase_PHASE_FAILED},
+	flytev1.ReasonTimedOut:         {eventsv1.Phase_PHASE_TIMED_OUT, eventsv1.Phase_PHASE_FAILED},
+	flytev1.ReasonAborted:          {eventsv1.Phase_PHASE_ABORTED},
+}
+
+// checkHistory: every phaseHistory entry of a TaskAction must be backed by a
+// distinct acknowledged event of its action with a phase that reports it
+// (the status may never run ahead of the events).
+func checkHistory(r *Report, w World) {
+	acked := map[string]map[eventsv1.Phase]int{} // action key → phase → distinct identities
+	seen := map[string]bool{}
+	for _, e := range w.Acked {
+		id := identity(e)
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		k := ActionKey(e.GetId())
+		if acked[k] == nil {
+			acked[k] = map[eventsv1.Phase]int{}
+		}
+		acked[k][e.GetPhase()]++
+	}
+	for _, ta := range w.TaskActions {
+		k := ActionKey(&eventsv1.ActionIdentifier{Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName})
+		left := acked[k]
+		for i, h := range ta.Status.PhaseHistory {
+			phases, known := historyPhases[h.Phase]
+			matched := false
+			for _, p := range phases {
+				if left[p] > 0 {
+					left[p]--
+					matched = true
+					break
+				}
+			}
+			if !matched {
+				why := "no acknowledged event of its phase"
+				if !known {
+					why = "a phase name the audit does not know"
+				}
+				r.add(&r.HistoryWithoutAckedEv, "%s/%s: phaseHistory[%d] %q: %s", ta.Namespace, ta.Name, i, h.Phase, why)
+			}
+		}
+	}
+}
+
+// checkEvents: every acknowledged identity is stored; no identity is stored
+// twice or acknowledged with two different contents.
+func checkEvents(r *Report, w World) {
+	stored := map[string]int{}
+	for _, e := range w.Stored {
+		stored[identity(e)]++
+	}
+	for id, n := range stored {
+		if n > 1 {
+			r.add(&r.DuplicateIdentities, "identity %s stored %d times", id, n)
+		}
+	}
+	first := map[string]*eventsv1.ActionEvent{}
+	missing := map[string]bool{}
+	for _, e := range w.Acked {
+		id := identity(e)
+		if stored[id] == 0 && !missing[id] {
+			missing[id] = true
+			r.add(&r.AckedNotStored, "identity %s acknowledged, not in the store", id)
+		}
+		prev, ok := first[id]
+		if !ok {
+			first[id] = e
+			continue
+		}
+		if sameContent(prev, e) {
+			r.ResentIdentical++
+		} else {
+			r.add(&r.DuplicateIdentities, "identity %s acknowledged twice with different contents", id)
+		}
+	}
+}
+
+// sameContent compares two events but for the times, which a re-send recomputes.
+func sameContent(a, b *eventsv1.ActionEvent) bool {
+	a, b = proto.Clone(a).(*eventsv1.ActionEvent), proto.Clone(b).(*eventsv1.ActionEvent)
+	for _, e := range []*eventsv1.ActionEvent{a, b} {
+		e.ReportedTime, e.UpdatedTime = nil, nil
+	}
+	return proto.Equal(a, b)
+}
+
+// checkPodCreates: at most one successful pod create per (TaskAction, attempt).
+func checkPodCreates(r *Report, w World) {
+	n := map[string]int{}
+	for _, c := range w.PodCreates {
+		if c.Code != 201 {
+			continue
+		}
+		owner := c.OwnerUID
+		if owner == "" {
+			owner = "pod " + c.Namespace + "/" + c.Name
+		}
+		k := owner + " attempt " + c.Attempt
+		n[k]++
+		if n[k] == 2 {
+			r.add(&r.SecondPodForAttempt, "%s/%s: a second pod for TaskAction %s attempt %s (by %s)", c.Namespace, c.Name, owner, c.Attempt, c.User)
+		} else if n[k] > 2 {
+			r.SecondPodForAttempt++
+		}
+	}
+}
+
+// checkPods: a pod left at the end must belong to a TaskAction that exists,
+// and must be finished unless it is the current attempt of a running one.
+func checkPods(r *Report, w World, byUID map[string]*flytev1.TaskAction) {
+	for _, p := range w.Pods {
+		key := p.Namespace + "/" + p.Name
+		owner := ""
+		for _, ref := range p.OwnerReferences {
+			if ref.Kind == "TaskAction" {
+				owner = string(ref.UID)
+			}
+		}
+		ta := byUID[owner]
+		finished := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+		switch {
+		case ta == nil:
+			r.add(&r.LeakedPods, "%s: its TaskAction (uid %q) is gone", key, owner)
+		case ta.DeletionTimestamp != nil || w.Deleted[ta.Namespace+"/"+ta.Name] != "":
+			r.add(&r.LeakedPods, "%s: its TaskAction %s was deleted", key, ta.Name)
+		case isTerminal(ta) && !finished:
+			r.add(&r.LeakedPods, "%s: %s while its TaskAction %s is terminal", key, p.Status.Phase, ta.Name)
+		case !isTerminal(ta) && !finished && p.Labels["flyte.org/attempt"] != fmt.Sprint(ta.Status.Attempts):
+			r.add(&r.LeakedPods, "%s: attempt %s %s while %s is at attempt %d", key, p.Labels["flyte.org/attempt"], p.Status.Phase, ta.Name, ta.Status.Attempts)
+		}
+	}
+}
+
+// checkAborted: each deleted TaskAction has exactly one ABORTED event stored.
+func checkAborted(r *Report, w World) {
+	if len(w.Deleted) == 0 {
+		return
+	}
+	aborted := map[string]int{}
+	for _, e := range w.Stored {
+		if e.GetPhase() == eventsv1.Phase_PHASE_ABORTED {
+			aborted[ActionKey(e.GetId())]++
+		}
+	}
+	keys := make([]string, 0, len(w.Deleted))
+	for k := range w.Deleted {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if n := aborted[w.Deleted[k]]; n != 1 {
+			r.add(&r.AbortedNotExactlyOne, "%s: %d ABORTED events", k, n)
+		}
+	}
+}
+
+func identity(e *eventsv1.ActionEvent) string {
+	return fmt.Sprintf("%s attempt %d %s v%d", ActionKey(e.GetId()), e.GetAttempt(), strings.TrimPrefix(e.GetPhase().String(), "PHASE_"), e.GetVersion())
+}
+
+// ActionKey names an action: project/domain/run/action.
+func ActionKey(id *eventsv1.ActionIdentifier) string {
+	return id.GetProject() + "/" + id.GetDomain() + "/" + id.GetRun() + "/" + id.GetAction()
+}
+
+func isTerminal(ta *flytev1.TaskAction) bool { return controller.IsTerminal(ta) }
+
+func progressReason(ta *flytev1.TaskAction) string {
+	if c := meta.FindStatusCondition(ta.Status.Conditions, flytev1.ConditionProgressing); c != nil {
+		return c.Reason
+	}
+	return "unset"
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
