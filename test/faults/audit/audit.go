@@ -289,6 +289,9 @@ func checkPods(r *Report, w World, byUID map[string]*flytev1.TaskAction) {
 				owner = string(ref.UID)
 			}
 		}
+		if p.DeletionTimestamp != nil {
+			continue // the executor asked for its deletion; the kubelet (kwok) finishes it
+		}
 		ta := byUID[owner]
 		finished := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 		switch {

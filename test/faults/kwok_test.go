@@ -1,0 +1,220 @@
+package faults
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/setup"
+	"github.com/taskaction/executor/test/faults/audit"
+)
+
+// The wait for the last TaskAction after the fault (they take a few seconds
+// each on the rig; the executor may back off for a while after a fault).
+const settleTimeout = 5 * time.Minute
+
+// Crash: the executor is SIGKILLed K times at seeded random moments and
+// restarted each time.
+func TestCrash(t *testing.T) {
+	x := newSuite(t, 1)
+	user := x.users[0]
+	x.startExecutor(user, false, true)
+	want := x.createMix("crash", x.s.N, false)
+	rnd := x.seeded()
+	for k := range x.s.K {
+		d := time.Duration(500+rnd.Intn(6000)) * time.Millisecond
+		time.Sleep(d)
+		n, _, _ := x.terminalCount()
+		x.logf("SIGKILL %d of %d (%s after the last start; %d terminal)", k+1, x.s.K, d, n)
+		x.executors[user].Kill()
+		x.startExecutor(user, false, true)
+	}
+	if !x.waitTerminal(x.s.N, settleTimeout) {
+		t.Errorf("not every TaskAction ended within %s of the last restart", settleTimeout)
+	}
+	x.check(fmt.Sprintf("crash (K=%d, seed %d)", x.s.K, x.s.Seed), want, nil, nil)
+}
+
+// Outage: the events service (behind its witness: connection refused) and the
+// cache service go away for FAULTS_OUTAGE mid-run, then come back on the
+// same stores.
+func TestServiceOutage(t *testing.T) {
+	x := newSuite(t, 1)
+	x.startExecutor(x.users[0], false, true)
+	want := x.createMix("outage", x.s.N, false)
+	if !x.waitTerminal(x.s.N/4, 2*time.Minute) {
+		t.Fatal("the run did not get going")
+	}
+	n, _, _ := x.terminalCount()
+	x.logf("outage starts (%d of %d terminal): events service, its witness and the cache service down", n, x.s.N)
+	x.witness.down()
+	x.eventsSvc.Kill()
+	x.cacheSvc.Kill()
+	time.Sleep(x.s.Outage)
+	n, _, _ = x.terminalCount()
+	x.startEventsService()
+	x.startCacheService()
+	if err := x.witness.up(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	x.logf("services back after %s (%d of %d terminal)", x.s.Outage, n, x.s.N)
+	if !x.waitTerminal(x.s.N, settleTimeout) {
+		t.Errorf("not every TaskAction ended within %s of the services' return", settleTimeout)
+	}
+	recovery := x.lastTerminal().Sub(back)
+	x.logf("from the services' return to the last TaskAction terminal: %s", recovery.Round(100*time.Millisecond))
+	x.check(fmt.Sprintf("outage (%s; last terminal %s after the return)", x.s.Outage, recovery.Round(100*time.Millisecond)), want, nil, nil)
+}
+
+// API-server restart: kube-apiserver stops for 5 s mid-run and comes back on
+// the same etcd.
+func TestAPIServerRestart(t *testing.T) {
+	x := newSuite(t, 1)
+	x.startExecutor(x.users[0], false, true)
+	want := x.createMix("apirestart", x.s.N, false)
+	if !x.waitTerminal(x.s.N/4, 2*time.Minute) {
+		t.Fatal("the run did not get going")
+	}
+	x.logf("restarting kube-apiserver (etcd kept)")
+	if err := x.rig.RestartAPIServer(x.ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	x.logf("kube-apiserver back")
+	if !x.waitTerminal(x.s.N, settleTimeout) {
+		t.Errorf("not every TaskAction ended within %s of the restart", settleTimeout)
+	}
+	x.check("API-server restart", want, nil, nil)
+}
+
+// Leader failover: two replicas elect a leader; the leader is SIGKILLed; the
+// standby must take over within the lease duration (plus its retry period),
+// and no replica may write while it does not hold the lease.
+func TestLeaderFailover(t *testing.T) {
+	x := newSuite(t, 2)
+	for _, u := range x.users {
+		x.startExecutor(u, true, false)
+	}
+	leader := x.waitLeader("", 2*time.Minute)
+	standby := x.users[1-indexOf(x.users, leader)]
+	x.logf("leader: %s", leader)
+	want := x.createMix("failover", x.s.N, false)
+	if !x.waitTerminal(x.s.N/4, 2*time.Minute) {
+		t.Fatal("the run did not get going")
+	}
+	killed := time.Now()
+	x.executors[leader].Kill()
+	x.logf("leader SIGKILLed")
+	if got := x.waitLeader(leader, leaseDuration+2*retryPeriod+30*time.Second); got != standby {
+		t.Fatalf("new leader %q, want the standby %q", got, standby)
+	}
+	if !x.waitTerminal(x.s.N, settleTimeout) {
+		t.Errorf("not every TaskAction ended within %s of the failover", settleTimeout)
+	}
+	var takeover time.Duration
+	x.check("leader failover", want, nil, func(r *audit.Report, reqs []audit.APIRequest) {
+		for _, term := range audit.LeaseTerms(reqs, setup.LeaderElectionID, leaseDuration) {
+			if term.Holder == standby && term.From.After(killed) {
+				takeover = term.From.Sub(killed)
+				break
+			}
+		}
+		n, details := audit.WritesWithoutLease(reqs, x.users, setup.LeaderElectionID, leaseDuration)
+		t.Logf("failover: standby took the lease %s after the kill (bound: lease %s + 2×retry %s); %d writes without the lease",
+			takeover.Round(100*time.Millisecond), leaseDuration, retryPeriod, n)
+		for _, d := range details {
+			t.Logf("  - %s", d)
+		}
+		if n != 0 {
+			t.Errorf("%d writes from a replica not holding the lease", n)
+		}
+		if takeover == 0 || takeover > leaseDuration+2*retryPeriod {
+			t.Errorf("takeover %s: want within %s", takeover, leaseDuration+2*retryPeriod)
+		}
+	})
+}
+
+// waitLeader waits for a lease holder other than not, from the audit log.
+func (x *suite) waitLeader(not string, timeout time.Duration) string {
+	x.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if reqs, err := audit.ReadAPILog(x.rig.AuditLog); err == nil {
+			terms := audit.LeaseTerms(reqs, setup.LeaderElectionID, leaseDuration)
+			if n := len(terms); n > 0 && terms[n-1].Holder != not {
+				return terms[n-1].Holder
+			}
+		}
+		time.Sleep(pollInterval)
+	}
+	x.t.Fatalf("no new leader within %s", timeout)
+	return ""
+}
+
+// Delete storm: FAULTS_STORM TaskActions held running are deleted at once:
+// each must go, with exactly one ABORTED event, its pod deleted.
+func TestDeleteStorm(t *testing.T) {
+	x := newSuite(t, 1)
+	x.startExecutor(x.users[0], false, true)
+	n := x.s.Storm
+	x.createMix("storm", n, true)
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var list flytev1.TaskActionList
+		if err := x.cl.List(x.ctx, &list, client.InNamespace(namespace)); err != nil {
+			t.Fatal(err)
+		}
+		running := 0
+		for _, ta := range list.Items {
+			if c := meta.FindStatusCondition(ta.Status.Conditions, flytev1.ConditionProgressing); c != nil && c.Reason == flytev1.ReasonExecuting {
+				running++
+			}
+		}
+		if running == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d TaskActions running after 5m", running, n)
+		}
+		time.Sleep(time.Second)
+	}
+	x.logf("%d TaskActions running: deleting them all at once", n)
+	deleted := map[string]string{}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	sem := make(chan struct{}, 64)
+	for i := range n {
+		ta, _ := taskAction("storm", i, true)
+		deleted[namespace+"/"+ta.Name] = audit.ActionKey(actionID(ta))
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := x.cl.Delete(x.ctx, ta); err != nil && !apierrors.IsNotFound(err) {
+				mu.Lock()
+				t.Errorf("delete %s: %v", ta.Name, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	start := time.Now()
+	gone := false
+	for time.Since(start) < settleTimeout {
+		var list flytev1.TaskActionList
+		if err := x.cl.List(x.ctx, &list, client.InNamespace(namespace)); err == nil && len(list.Items) == 0 {
+			gone = true
+			break
+		}
+		time.Sleep(pollInterval)
+	}
+	x.logf("all %d deleted TaskActions gone: %v after %s", n, gone, time.Since(start).Round(100*time.Millisecond))
+	x.check(fmt.Sprintf("delete storm (%d)", n), nil, deleted, nil)
+}

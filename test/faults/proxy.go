@@ -1,0 +1,151 @@
+package faults
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
+	"github.com/taskaction/executor/gen/executor/events/v1/eventsv1connect"
+)
+
+// eventsWitness stands between the executor and the events service and keeps
+// the events of every Record call the service answered 200: the events the
+// executor was told are durable. It can go down (connection refused) and come
+// back on the same address.
+type eventsWitness struct {
+	addr   string
+	target *url.URL
+
+	mu        sync.Mutex
+	srv       *http.Server
+	acked     []*eventsv1.ActionEvent
+	undecoded int
+}
+
+type ctxKey struct{}
+
+func startEventsWitness(target string) (*eventsWitness, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	w := &eventsWitness{target: u}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	w.addr = l.Addr().String()
+	w.serve(l)
+	return w, nil
+}
+
+func (w *eventsWitness) URL() string { return "http://" + w.addr }
+
+func (w *eventsWitness) serve(l net.Listener) {
+	rp := httputil.NewSingleHostReverseProxy(w.target)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		evs, _ := resp.Request.Context().Value(ctxKey{}).([]*eventsv1.ActionEvent)
+		if evs != nil && resp.StatusCode == http.StatusOK {
+			w.mu.Lock()
+			w.acked = append(w.acked, evs...)
+			w.mu.Unlock()
+		}
+		return nil
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == eventsv1connect.EventsServiceRecordProcedure {
+			body, err := io.ReadAll(r.Body)
+			_ = r.Body.Close()
+			if err != nil {
+				http.Error(rw, err.Error(), http.StatusBadGateway)
+				return
+			}
+			evs, err := decodeRecord(r.Header, body)
+			if err != nil {
+				w.mu.Lock()
+				w.undecoded++
+				w.mu.Unlock()
+			}
+			r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, evs))
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+		}
+		rp.ServeHTTP(rw, r)
+	})}
+	w.mu.Lock()
+	w.srv = srv
+	w.mu.Unlock()
+	go func() { _ = srv.Serve(l) }()
+}
+
+// down closes the listener and every connection: the executor's next call is refused.
+func (w *eventsWitness) down() {
+	w.mu.Lock()
+	srv := w.srv
+	w.srv = nil
+	w.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
+}
+
+// up listens again on the same address.
+func (w *eventsWitness) up() error {
+	var l net.Listener
+	var err error
+	for range 50 {
+		if l, err = net.Listen("tcp", w.addr); err == nil {
+			w.serve(l)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// Acked returns the acknowledged events so far, and how many Record bodies could not be decoded.
+func (w *eventsWitness) Acked() ([]*eventsv1.ActionEvent, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]*eventsv1.ActionEvent(nil), w.acked...), w.undecoded
+}
+
+func decodeRecord(h http.Header, body []byte) ([]*eventsv1.ActionEvent, error) {
+	if h.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		if body, err = io.ReadAll(zr); err != nil {
+			return nil, err
+		}
+	}
+	var req eventsv1.RecordRequest
+	ct := h.Get("Content-Type")
+	switch {
+	case strings.HasPrefix(ct, "application/proto"):
+		if err := proto.Unmarshal(body, &req); err != nil {
+			return nil, err
+		}
+	case strings.HasPrefix(ct, "application/json"):
+		if err := protojson.Unmarshal(body, &req); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, errors.New("content type " + ct)
+	}
+	return req.GetEvents(), nil
+}
