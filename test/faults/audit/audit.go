@@ -243,7 +243,7 @@ func checkEvents(r *Report, w World) {
 		if sameContent(prev, e) {
 			r.ResentIdentical++
 		} else {
-			r.add(&r.DuplicateIdentities, "identity %s acknowledged twice with different contents", id)
+			r.add(&r.DuplicateIdentities, "identity %s acknowledged twice with different contents: %s", id, contentDiff(prev, e))
 		}
 	}
 }
@@ -255,6 +255,31 @@ func sameContent(a, b *eventsv1.ActionEvent) bool {
 		e.ReportedTime, e.UpdatedTime = nil, nil
 	}
 	return proto.Equal(a, b)
+}
+
+// contentDiff names the fields in which two events differ (times aside).
+func contentDiff(a, b *eventsv1.ActionEvent) string {
+	var diffs []string
+	ra, rb := a.ProtoReflect(), b.ProtoReflect()
+	fields := ra.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		f := fields.Get(i)
+		if f.Name() == "reported_time" || f.Name() == "updated_time" {
+			continue
+		}
+		va, vb := ra.Get(f), rb.Get(f)
+		if !va.Equal(vb) {
+			diffs = append(diffs, fmt.Sprintf("%s %q / %q", f.Name(), short(va.String()), short(vb.String())))
+		}
+	}
+	return strings.Join(diffs, "; ")
+}
+
+func short(s string) string {
+	if len(s) > 120 {
+		return s[:117] + "..."
+	}
+	return s
 }
 
 // checkPodCreates: at most one successful pod create per (TaskAction, attempt).

@@ -203,3 +203,11 @@ func TestWritesWithoutLease(t *testing.T) {
 		t.Fatalf("%d writes without the lease, want 2: %v", n, det)
 	}
 }
+
+func TestContentDiffNamesTheField(t *testing.T) {
+	a, b := ev("a", 1, eventsv1.Phase_PHASE_RUNNING, 0), ev("a", 1, eventsv1.Phase_PHASE_RUNNING, 0)
+	b.PodName = "other"
+	if d := contentDiff(a, b); !strings.Contains(d, `pod_name "a-0" / "other"`) {
+		t.Fatalf("diff %q", d)
+	}
+}
