@@ -191,12 +191,21 @@ func checkHistory(r *Report, w World) {
 		}
 		acked[k][e.GetPhase()]++
 	}
+	stored := map[string]map[eventsv1.Phase]int{}
+	for _, e := range w.Stored {
+		k := ActionKey(e.GetId())
+		if stored[k] == nil {
+			stored[k] = map[eventsv1.Phase]int{}
+		}
+		stored[k][e.GetPhase()]++
+	}
 	for _, ta := range w.TaskActions {
 		k := ActionKey(&eventsv1.ActionIdentifier{Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName})
 		left := acked[k]
+		storedLeft := stored[k]
 		for i, h := range ta.Status.PhaseHistory {
 			phases, known := historyPhases[h.Phase]
-			matched := false
+			matched, inStore := false, false
 			for _, p := range phases {
 				if left[p] > 0 {
 					left[p]--
@@ -204,8 +213,19 @@ func checkHistory(r *Report, w World) {
 					break
 				}
 			}
+			for _, p := range phases {
+				if storedLeft[p] > 0 {
+					storedLeft[p]--
+					inStore = true
+					break
+				}
+			}
 			if !matched {
 				why := "no acknowledged event of its phase"
+				if inStore {
+					// e.g. sent by a replica killed before the answer came back
+					why += " (the store has one: its sender never got the acknowledgement)"
+				}
 				if !known {
 					why = "a phase name the audit does not know"
 				}
