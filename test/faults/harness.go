@@ -107,7 +107,7 @@ type suite struct {
 
 	eventsAddr, cacheAddr string
 	eventsSvc, cacheSvc   *kwokrig.Proc
-	witness               *eventsWitness
+	witness               *EventsWitness
 
 	users     []string
 	executors map[string]*kwokrig.Proc // by user
@@ -154,7 +154,7 @@ func newSuite(t *testing.T, replicas int) *suite {
 		for _, p := range x.executors {
 			p.Stop(10 * time.Second)
 		}
-		x.witness.down()
+		x.witness.Down()
 		x.eventsSvc.Stop(10 * time.Second)
 		x.cacheSvc.Stop(10 * time.Second)
 		x.rig.Stop()
@@ -173,7 +173,7 @@ func newSuite(t *testing.T, replicas int) *suite {
 	x.eventsAddr, x.cacheAddr = "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
 	x.startEventsService()
 	x.startCacheService()
-	if x.witness, err = startEventsWitness("http://" + x.eventsAddr); err != nil {
+	if x.witness, err = StartEventsWitness("http://" + x.eventsAddr); err != nil {
 		t.Fatal(err)
 	}
 	x.logf("rig up in %s", dir)

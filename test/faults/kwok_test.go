@@ -53,14 +53,14 @@ func TestServiceOutage(t *testing.T) {
 	}
 	n, _, _ := x.terminalCount()
 	x.logf("outage starts (%d of %d terminal): events service, its witness and the cache service down", n, x.s.N)
-	x.witness.down()
+	x.witness.Down()
 	x.eventsSvc.Kill()
 	x.cacheSvc.Kill()
 	time.Sleep(x.s.Outage)
 	n, _, _ = x.terminalCount()
 	x.startEventsService()
 	x.startCacheService()
-	if err := x.witness.up(); err != nil {
+	if err := x.witness.Up(); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()

@@ -21,11 +21,11 @@ import (
 	"github.com/taskaction/executor/gen/executor/events/v1/eventsv1connect"
 )
 
-// eventsWitness stands between the executor and the events service and keeps
+// EventsWitness stands between the executor and the events service and keeps
 // the events of every Record call the service answered 200: the events the
 // executor was told are durable. It can go down (connection refused) and come
 // back on the same address.
-type eventsWitness struct {
+type EventsWitness struct {
 	addr   string
 	target *url.URL
 
@@ -37,12 +37,12 @@ type eventsWitness struct {
 
 type ctxKey struct{}
 
-func startEventsWitness(target string) (*eventsWitness, error) {
+func StartEventsWitness(target string) (*EventsWitness, error) {
 	u, err := url.Parse(target)
 	if err != nil {
 		return nil, err
 	}
-	w := &eventsWitness{target: u}
+	w := &EventsWitness{target: u}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -52,9 +52,9 @@ func startEventsWitness(target string) (*eventsWitness, error) {
 	return w, nil
 }
 
-func (w *eventsWitness) URL() string { return "http://" + w.addr }
+func (w *EventsWitness) URL() string { return "http://" + w.addr }
 
-func (w *eventsWitness) serve(l net.Listener) {
+func (w *EventsWitness) serve(l net.Listener) {
 	rp := httputil.NewSingleHostReverseProxy(w.target)
 	rp.ModifyResponse = func(resp *http.Response) error {
 		evs, _ := resp.Request.Context().Value(ctxKey{}).([]*eventsv1.ActionEvent)
@@ -91,8 +91,8 @@ func (w *eventsWitness) serve(l net.Listener) {
 	go func() { _ = srv.Serve(l) }()
 }
 
-// down closes the listener and every connection: the executor's next call is refused.
-func (w *eventsWitness) down() {
+// Down closes the listener and every connection: the executor's next call is refused.
+func (w *EventsWitness) Down() {
 	w.mu.Lock()
 	srv := w.srv
 	w.srv = nil
@@ -102,8 +102,8 @@ func (w *eventsWitness) down() {
 	}
 }
 
-// up listens again on the same address.
-func (w *eventsWitness) up() error {
+// Up listens again on the same address.
+func (w *EventsWitness) Up() error {
 	var l net.Listener
 	var err error
 	for range 50 {
@@ -117,7 +117,7 @@ func (w *eventsWitness) up() error {
 }
 
 // Acked returns the acknowledged events so far, and how many Record bodies could not be decoded.
-func (w *eventsWitness) Acked() ([]*eventsv1.ActionEvent, int) {
+func (w *EventsWitness) Acked() ([]*eventsv1.ActionEvent, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]*eventsv1.ActionEvent(nil), w.acked...), w.undecoded

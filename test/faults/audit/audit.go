@@ -12,7 +12,9 @@ import (
 	"sort"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
@@ -287,12 +289,24 @@ func contentDiff(a, b *eventsv1.ActionEvent) string {
 		if f.Name() == "reported_time" || f.Name() == "updated_time" {
 			continue
 		}
-		va, vb := ra.Get(f), rb.Get(f)
-		if !va.Equal(vb) {
-			diffs = append(diffs, fmt.Sprintf("%s %q / %q", f.Name(), short(va.String()), short(vb.String())))
+		if va, vb := ra.Get(f), rb.Get(f); !va.Equal(vb) {
+			diffs = append(diffs, fmt.Sprintf("%s %q / %q", f.Name(), short(fieldText(a, f)), short(fieldText(b, f))))
 		}
 	}
 	return strings.Join(diffs, "; ")
+}
+
+// fieldText renders one field of e as text.
+func fieldText(e *eventsv1.ActionEvent, f protoreflect.FieldDescriptor) string {
+	if !e.ProtoReflect().Has(f) {
+		return "(unset)"
+	}
+	if !f.IsList() && !f.IsMap() && f.Message() == nil {
+		return fmt.Sprint(e.ProtoReflect().Get(f).Interface())
+	}
+	only := &eventsv1.ActionEvent{}
+	only.ProtoReflect().Set(f, e.ProtoReflect().Get(f))
+	return strings.TrimSpace(prototext.MarshalOptions{}.Format(only))
 }
 
 func short(s string) string {

@@ -207,7 +207,8 @@ func TestWritesWithoutLease(t *testing.T) {
 func TestContentDiffNamesTheField(t *testing.T) {
 	a, b := ev("a", 1, eventsv1.Phase_PHASE_RUNNING, 0), ev("a", 1, eventsv1.Phase_PHASE_RUNNING, 0)
 	b.PodName = "other"
-	if d := contentDiff(a, b); !strings.Contains(d, `pod_name "a-0" / "other"`) {
+	b.ClusterEvents = []*eventsv1.ClusterEvent{{Message: "pulled"}}
+	if d := contentDiff(a, b); !strings.Contains(d, `pod_name "a-0" / "other"`) || !strings.Contains(d, "pulled") {
 		t.Fatalf("diff %q", d)
 	}
 }
