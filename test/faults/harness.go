@@ -283,14 +283,14 @@ func taskAction(prefix string, i int, hold bool) (*flytev1.TaskAction, kind) {
 	return ta, k
 }
 
-// createMix creates n TaskActions of the mix; it returns their expected outcomes.
-func (x *suite) createMix(prefix string, n int, hold bool) map[string]audit.Outcome {
+// createMix creates TaskActions from..to-1 of the mix; it returns their expected outcomes.
+func (x *suite) createMix(prefix string, from, to int, hold bool) map[string]audit.Outcome {
 	x.t.Helper()
 	want := map[string]audit.Outcome{}
 	var wg sync.WaitGroup
-	errs := make(chan error, n)
+	errs := make(chan error, to-from)
 	sem := make(chan struct{}, 16)
-	for i := range n {
+	for i := from; i < to; i++ {
 		ta, k := taskAction(prefix, i, hold)
 		want[namespace+"/"+ta.Name] = k.want
 		wg.Add(1)
@@ -308,7 +308,7 @@ func (x *suite) createMix(prefix string, n int, hold bool) map[string]audit.Outc
 	for err := range errs {
 		x.t.Fatal(err)
 	}
-	x.logf("%d TaskActions created", n)
+	x.logf("%d TaskActions created", to-from)
 	return want
 }
 

@@ -25,7 +25,7 @@ func TestCrash(t *testing.T) {
 	x := newSuite(t, 1)
 	user := x.users[0]
 	x.startExecutor(user, false, true)
-	want := x.createMix("crash", x.s.N, false)
+	want := x.createMix("crash", 0, x.s.N, false)
 	rnd := x.seeded()
 	for k := range x.s.K {
 		d := time.Duration(500+rnd.Intn(6000)) * time.Millisecond
@@ -43,20 +43,26 @@ func TestCrash(t *testing.T) {
 
 // Outage: the events service (behind its witness: connection refused) and the
 // cache service go away for FAULTS_OUTAGE mid-run, then come back on the
-// same stores.
+// same stores. Three quarters of the TaskActions are created before, the
+// rest during the outage: work waits, then completes.
 func TestServiceOutage(t *testing.T) {
 	x := newSuite(t, 1)
 	x.startExecutor(x.users[0], false, true)
-	want := x.createMix("outage", x.s.N, false)
-	if !x.waitTerminal(x.s.N/4, 2*time.Minute) {
+	before := x.s.N * 3 / 4
+	want := x.createMix("outage", 0, before, false)
+	if !x.waitTerminal(before/3, 2*time.Minute) {
 		t.Fatal("the run did not get going")
 	}
 	n, _, _ := x.terminalCount()
-	x.logf("outage starts (%d of %d terminal): events service, its witness and the cache service down", n, x.s.N)
+	x.logf("outage starts (%d of %d terminal): events service, its witness and the cache service down", n, before)
 	x.witness.Down()
 	x.eventsSvc.Kill()
 	x.cacheSvc.Kill()
-	time.Sleep(x.s.Outage)
+	time.Sleep(x.s.Outage / 4)
+	for k, v := range x.createMix("outage", before, x.s.N, false) {
+		want[k] = v
+	}
+	time.Sleep(x.s.Outage - x.s.Outage/4)
 	n, _, _ = x.terminalCount()
 	x.startEventsService()
 	x.startCacheService()
@@ -78,7 +84,7 @@ func TestServiceOutage(t *testing.T) {
 func TestAPIServerRestart(t *testing.T) {
 	x := newSuite(t, 1)
 	x.startExecutor(x.users[0], false, true)
-	want := x.createMix("apirestart", x.s.N, false)
+	want := x.createMix("apirestart", 0, x.s.N, false)
 	if !x.waitTerminal(x.s.N/4, 2*time.Minute) {
 		t.Fatal("the run did not get going")
 	}
@@ -104,7 +110,7 @@ func TestLeaderFailover(t *testing.T) {
 	leader := x.waitLeader("", 2*time.Minute)
 	standby := x.users[1-indexOf(x.users, leader)]
 	x.logf("leader: %s", leader)
-	want := x.createMix("failover", x.s.N, false)
+	want := x.createMix("failover", 0, x.s.N, false)
 	if !x.waitTerminal(x.s.N/4, 2*time.Minute) {
 		t.Fatal("the run did not get going")
 	}
@@ -177,7 +183,7 @@ func TestDeleteStorm(t *testing.T) {
 	x := newSuite(t, 1)
 	x.startExecutor(x.users[0], false, true)
 	n := x.s.Storm
-	x.createMix("storm", n, true)
+	x.createMix("storm", 0, n, true)
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		var list flytev1.TaskActionList

@@ -317,11 +317,15 @@ func TestBadInputMatrix(t *testing.T) {
 			// TaskActions, pods and events (no audit log here, so no
 			// pod-create count).
 			rep := audit.Check(rowWorld(t, k8s, evs, witness, ns, cr.names))
-			var b strings.Builder
-			rep.Print(&b)
-			t.Logf("audit:\n%s", b.String())
-			for _, f := range rep.Failures() {
-				fail("audit: %s", f)
+			if f := rep.Failures(); len(f) > 0 {
+				var b strings.Builder
+				rep.Print(&b)
+				t.Logf("audit:\n%s", b.String())
+				for _, f := range rep.Failures() {
+					fail("audit: %s", f)
+				}
+			} else {
+				t.Logf("audit: every count zero")
 			}
 		})
 	}
