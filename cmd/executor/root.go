@@ -52,6 +52,7 @@ func newRootCommand() *cobra.Command {
 	addEventsCommands(root, g)
 	root.AddCommand(newLocalCommand(g))
 	root.AddCommand(newCacheServiceCommand(g))
+	root.AddCommand(newWebhookCommand(g))
 	return root
 }
 

@@ -44,7 +44,8 @@ func Root() (string, error) {
 }
 
 // Start starts kube-apiserver and etcd and installs the CRDs from config/crd/bases.
-func Start() (*Env, error) {
+// Each option adjusts the environment before it starts (e.g. its WebhookInstallOptions).
+func Start(opts ...func(*envtest.Environment)) (*Env, error) {
 	root, err := Root()
 	if err != nil {
 		return nil, err
@@ -70,6 +71,9 @@ func Start() (*Env, error) {
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: timeout,
 		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	for _, o := range opts {
+		o(env)
 	}
 	cfg, err := env.Start()
 	if err != nil {

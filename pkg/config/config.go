@@ -79,6 +79,8 @@ type Config struct {
 	KubeAPIBurst            int      `json:"kubeAPIBurst"`
 
 	GC GCConfig `json:"gc"`
+
+	Webhook WebhookConfig `json:"webhook"` // see webhook.go
 }
 
 // Default returns the configuration used when nothing else is given.
@@ -117,5 +119,7 @@ func Default() Config {
 			Interval: Duration{30 * time.Minute},
 			MaxTTL:   Duration{time.Hour},
 		},
+
+		Webhook: DefaultWebhook(),
 	}
 }

@@ -52,6 +52,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	i(&c.KubeAPIBurst, "kubeAPIBurst", "client-side burst towards the API server")
 	d(&c.GC.Interval, "gc.interval", "interval between garbage-collection sweeps (0 disables the collector)")
 	d(&c.GC.MaxTTL, "gc.maxTTL", "how long a terminal TaskAction is kept")
+	bindWebhookFlags(fs, &c.Webhook)
 }
 
 // Load builds the effective configuration: defaults, then the YAML file at path

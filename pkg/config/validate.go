@@ -75,6 +75,7 @@ func (c Config) Validate() error {
 	} else if c.GC.Interval.Duration > 0 && c.GC.MaxTTL.Duration <= 0 {
 		add("gc.maxTTL must be positive when gc is enabled")
 	}
+	errs = append(errs, c.Webhook.validate()...)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -82,6 +83,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	cfg := &o.Config
 	cfg.LeaderElect = false
+	// The admission webhooks run too, as deployed: the control plane calls
+	// them (see startControlPlane).
+	cfg.Webhook.Enabled = true
 	cfg.MetricsBindAddress = loopback(cfg.MetricsBindAddress)
 	cfg.HealthProbeBindAddress = loopback(cfg.HealthProbeBindAddress)
 
@@ -120,6 +124,15 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 		_ = cp.logs.Close()
 	}()
+
+	if cfg.Webhook.Active() {
+		// envtest installed config/webhook's configurations pointing at this
+		// port, with a serving certificate and CA of its own.
+		w := cp.env.WebhookInstallOptions
+		cfg.Webhook.Host, cfg.WebhookPort = w.LocalServingHost, w.LocalServingPort
+		cfg.WebhookCertPath, cfg.WebhookCertName, cfg.WebhookCertKey = w.LocalServingCertDir, "tls.crt", "tls.key"
+		ports = append(ports, Service{Name: "executor webhooks", Addr: net.JoinHostPort(w.LocalServingHost, strconv.Itoa(w.LocalServingPort))})
+	}
 
 	kubeconfig := filepath.Join(o.DataDir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, cp.kubeconfig, 0o600); err != nil {
@@ -453,6 +466,12 @@ func startControlPlane(o Options, assets string) (_ *controlPlane, err error) {
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: 90 * time.Second,
 		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	if o.Config.Webhook.Active() {
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+			Paths:            []string{filepath.Join(o.Root, "config", "webhook", "manifests.yaml")},
+			LocalServingHost: loopbackIP,
+		}
 	}
 	api := env.ControlPlane.GetAPIServer()
 	api.Out, api.Err = logs, logs

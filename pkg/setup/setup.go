@@ -27,7 +27,6 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/cache"
@@ -38,6 +37,7 @@ import (
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
+	"github.com/taskaction/executor/pkg/webhook"
 )
 
 // LeaderElectionID is the name of the leader-election Lease.
@@ -71,6 +71,8 @@ type Options struct {
 	Namespaces []string
 	// SkipNameValidation lets tests start several managers in one process.
 	SkipNameValidation bool
+	// Webhook holds the webhooks' hooks (an extra TaskAction validator).
+	Webhook webhook.Options
 }
 
 // Registry returns the built-in plugins: the container plugin, which also
@@ -113,12 +115,7 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 		metricsOpts.KeyName = cfg.MetricsCertKey
 	}
 
-	webhookOpts := webhook.Options{Port: cfg.WebhookPort, TLSOpts: tlsOpts}
-	if cfg.WebhookCertPath != "" {
-		webhookOpts.CertDir = cfg.WebhookCertPath
-		webhookOpts.CertName = cfg.WebhookCertName
-		webhookOpts.KeyName = cfg.WebhookCertKey
-	}
+	webhookServer := webhook.NewServer(cfg, tlsOpts)
 
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                        Scheme(),
@@ -128,7 +125,7 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 		LeaderElectionID:              LeaderElectionID,
 		LeaderElectionNamespace:       leaderElectionNamespace(cfg),
 		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 webhook.NewServer(webhookOpts),
+		WebhookServer:                 webhookServer,
 		Cache:                         CacheOptions(opts.Namespaces...),
 		Controller:                    crconfig.Controller{SkipNameValidation: &opts.SkipNameValidation},
 	})
@@ -141,6 +138,14 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 	}
 	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr)); err != nil {
 		return nil, fmt.Errorf("add ready check: %w", err)
+	}
+	// Admission webhooks (pkg/webhook): registered only when enabled;
+	// standalone serves them and nothing else.
+	if err := webhook.Register(mgr, webhookServer, cfg, opts.Webhook); err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	if cfg.Webhook.Standalone {
+		return mgr, nil
 	}
 	if err := metrics.RegisterPhaseGauge(mgr.GetCache()); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
+	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/local"
 	"github.com/taskaction/executor/pkg/setup"
 )
@@ -295,6 +297,11 @@ func TestLocal(t *testing.T) {
 	}
 	if err := c.Create(ctx, ta); err != nil {
 		t.Fatal(err)
+	}
+	// The control plane calls the executor's admission webhooks: the finalizer
+	// comes with the create.
+	if !slices.Contains(ta.Finalizers, controller.Finalizer) {
+		t.Errorf("finalizers %v at creation, want %s from the webhook", ta.Finalizers, controller.Finalizer)
 	}
 	got := waitTaskAction(t, c, ta.Name, 2*time.Minute)
 	if !meta.IsStatusConditionTrue(got.Status.Conditions, flytev1.ConditionSucceeded) {

@@ -82,6 +82,11 @@ func TestKustomizeDefaultRenders(t *testing.T) {
 		{"ClusterRoleBinding", "executor-metrics-auth-rolebinding"},
 		{"ClusterRole", "executor-metrics-reader"},
 		{"ClusterRoleBinding", "executor-manager-rolebinding"},
+		{"Role", "executor-manager-role"},
+		{"RoleBinding", "executor-manager-rolebinding"},
+		{"Service", "executor-webhook-service"},
+		{"MutatingWebhookConfiguration", "executor-mutating-webhook-configuration"},
+		{"ValidatingWebhookConfiguration", "executor-validating-webhook-configuration"},
 	} {
 		if find(objs, want.kind, want.name) == nil {
 			t.Errorf("render lacks %s %s", want.kind, want.name)
@@ -89,7 +94,8 @@ func TestKustomizeDefaultRenders(t *testing.T) {
 	}
 	for _, o := range objs {
 		scoped := o.GetKind() != "Namespace" && o.GetKind() != "CustomResourceDefinition" &&
-			o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding"
+			o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" &&
+			o.GetKind() != "MutatingWebhookConfiguration" && o.GetKind() != "ValidatingWebhookConfiguration"
 		if scoped && o.GetNamespace() != ns {
 			t.Errorf("%s %s in namespace %q, want %s", o.GetKind(), o.GetName(), o.GetNamespace(), ns)
 		}
@@ -185,6 +191,40 @@ func TestKustomizeDefaultRenders(t *testing.T) {
 			t.Errorf("metrics Service ports %v", ports)
 		}
 	}
+
+	// The webhook is on, and its configurations reach the manager's webhook port
+	// through the rendered Service.
+	if !slices.Contains(c.Args, "--executor.webhook.enabled=true") {
+		t.Errorf("args %v do not enable the webhook", c.Args)
+	}
+	webhookPort := false
+	for _, p := range c.Ports {
+		webhookPort = webhookPort || (p.Name == "webhook" && p.ContainerPort == 9443)
+	}
+	if !webhookPort {
+		t.Errorf("container ports %+v lack webhook 9443", c.Ports)
+	}
+	if wsvc := find(objs, "Service", "executor-webhook-service"); wsvc != nil {
+		ports, _, _ := unstructured.NestedSlice(wsvc.Object, "spec", "ports")
+		if len(ports) != 1 || ports[0].(map[string]any)["targetPort"] != "webhook" {
+			t.Errorf("webhook Service ports %v", ports)
+		}
+	}
+	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+		for _, o := range objs {
+			if o.GetKind() != kind {
+				continue
+			}
+			hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+			for _, h := range hooks {
+				svcName, _, _ := unstructured.NestedString(h.(map[string]any), "clientConfig", "service", "name")
+				svcNS, _, _ := unstructured.NestedString(h.(map[string]any), "clientConfig", "service", "namespace")
+				if svcName != "executor-webhook-service" || svcNS != ns {
+					t.Errorf("%s %s calls %s/%s", kind, o.GetName(), svcNS, svcName)
+				}
+			}
+		}
+	}
 }
 
 // The rendered installation is accepted by the API server as it stands, and
@@ -263,6 +303,12 @@ func TestKustomizeDefaultIsAdmitted(t *testing.T) {
 		{"create pods anywhere", authorizationv1.ResourceAttributes{Namespace: "team-a", Verb: "create", Resource: "pods"}, true},
 		{"no Leases outside its namespace", authorizationv1.ResourceAttributes{Namespace: "default", Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, false},
 		{"no secrets", authorizationv1.ResourceAttributes{Namespace: "team-a", Verb: "get", Resource: "secrets"}, false},
+		{"no secrets created elsewhere", authorizationv1.ResourceAttributes{Namespace: "team-a", Verb: "create", Resource: "secrets"}, false},
+		{"create its webhook Secret", authorizationv1.ResourceAttributes{Namespace: "executor-system", Verb: "create", Resource: "secrets"}, true},
+		{"update its webhook Secret", authorizationv1.ResourceAttributes{Namespace: "executor-system", Verb: "update", Resource: "secrets", Name: "executor-webhook-cert"}, true},
+		{"no other Secret of its namespace", authorizationv1.ResourceAttributes{Namespace: "executor-system", Verb: "get", Resource: "secrets", Name: "other"}, false},
+		{"patch its webhook configuration", authorizationv1.ResourceAttributes{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations", Name: "executor-mutating-webhook-configuration"}, true},
+		{"no other webhook configuration", authorizationv1.ResourceAttributes{Verb: "patch", Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations", Name: "someone-elses"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := allowed(sa, &tc.ra, nil); got != tc.want {

@@ -13,6 +13,7 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
 
 // Labels the plugin puts on every pod. TaskAction and pod-template labels
@@ -27,15 +28,15 @@ const (
 	LabelTaskName = "flyte.org/task-name"
 )
 
-var reservedLabels = []string{LabelManaged, LabelProject, LabelDomain, LabelRun, LabelAction, LabelAttempt, LabelTaskName}
+var reservedLabels = []string{LabelManaged, LabelProject, LabelDomain, LabelRun, LabelAction, LabelAttempt, LabelTaskName, secrets.PodLabel}
 
 const (
 	// AnnotationPrimaryContainer names the task's container, so that the pod
 	// alone says which container decides the outcome (ObservePod is pure).
 	AnnotationPrimaryContainer = "flyte.org/primary-container"
 	// AnnotationSecretPrefix + index describes the index-th secret of the
-	// task as "group/key/mountRequirement".
-	AnnotationSecretPrefix = "flyte.org/secret-"
+	// task in Flyte's format, which the secret webhook reads (pkg/webhook/secrets).
+	AnnotationSecretPrefix = secrets.AnnotationPrefix
 	// DefaultPrimaryContainerName is the task container's name unless the pod
 	// template names another.
 	DefaultPrimaryContainerName = "task"
@@ -360,6 +361,24 @@ func podLabels(ta *flytev1.TaskAction, pt *flytev1.PodTemplate, attempt int32) m
 		}
 	}
 	out[LabelManaged] = "true"
+	if len(secretRequests(ta)) > 0 {
+		// Selects the pod for the secret webhook, which fails closed.
+		out[secrets.PodLabel] = secrets.PodLabelValue
+	}
+	return out
+}
+
+// secretRequests are the task's secrets as the webhook reads them.
+func secretRequests(ta *flytev1.TaskAction) []secrets.Request {
+	if ta.Spec.TaskTemplate == nil || ta.Spec.TaskTemplate.SecurityContext == nil {
+		return nil
+	}
+	sc := ta.Spec.TaskTemplate.SecurityContext
+	mounts := map[flytev1.MountRequirement]secrets.MountType{"": secrets.MountAny, flytev1.MountEnvVar: secrets.MountEnvVar, flytev1.MountFile: secrets.MountFile}
+	out := make([]secrets.Request, 0, len(sc.Secrets))
+	for _, s := range sc.Secrets {
+		out = append(out, secrets.Request{Group: s.Group, Key: s.Key, Mount: mounts[s.MountRequirement]})
+	}
 	return out
 }
 
@@ -377,14 +396,8 @@ func podAnnotations(ta *flytev1.TaskAction, pt *flytev1.PodTemplate, primary str
 			out[k] = v
 		}
 	}
-	if sc := ta.Spec.TaskTemplate.SecurityContext; sc != nil {
-		for i, s := range sc.Secrets {
-			mount := string(s.MountRequirement)
-			if mount == "" {
-				mount = "ANY"
-			}
-			out[AnnotationSecretPrefix+strconv.Itoa(i)] = s.Group + "/" + s.Key + "/" + mount
-		}
+	for k, v := range secrets.Annotations(secretRequests(ta)) {
+		out[k] = v
 	}
 	out[AnnotationPrimaryContainer] = primary
 	return out

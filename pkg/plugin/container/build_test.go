@@ -14,6 +14,7 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/task"
+	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
 
 func testTA() *flytev1.TaskAction {
@@ -231,12 +232,26 @@ func TestAnnotations(t *testing.T) {
 	pod := build(t, ta, 1, plugin.Settings{})
 	want := map[string]string{
 		"note": "template", "other": "x",
-		AnnotationSecretPrefix + "0": "aws/token/ENV_VAR",
-		AnnotationSecretPrefix + "1": "/pw/ANY",
-		AnnotationPrimaryContainer:   "task",
+		AnnotationPrimaryContainer: "task",
+	}
+	for k, v := range secrets.Annotations([]secrets.Request{
+		{Group: "aws", Key: "token", Mount: secrets.MountEnvVar},
+		{Key: "pw", Mount: secrets.MountAny},
+	}) {
+		want[k] = v
 	}
 	if !reflect.DeepEqual(pod.Annotations, want) {
 		t.Errorf("annotations = %v\nwant %v", pod.Annotations, want)
+	}
+	if pod.Labels[secrets.PodLabel] != secrets.PodLabelValue {
+		t.Errorf("labels %v: a pod with secrets must be selected for the secret webhook", pod.Labels)
+	}
+
+	// Without secrets the pod is not selected, whatever the TaskAction's labels say.
+	ta = testTA()
+	ta.Labels = map[string]string{secrets.PodLabel: secrets.PodLabelValue}
+	if pod := build(t, ta, 1, plugin.Settings{}); pod.Labels[secrets.PodLabel] != "" {
+		t.Errorf("labels %v: a pod without secrets selected for the secret webhook", pod.Labels)
 	}
 }
 
