@@ -154,7 +154,9 @@ func newSuite(t *testing.T, replicas int) *suite {
 		for _, p := range x.executors {
 			p.Stop(10 * time.Second)
 		}
-		x.witness.Down()
+		if x.witness != nil {
+			x.witness.Down()
+		}
 		x.eventsSvc.Stop(10 * time.Second)
 		x.cacheSvc.Stop(10 * time.Second)
 		x.rig.Stop()
