@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -59,14 +60,14 @@ type auditEvent struct {
 	RequestReceivedTimestamp time.Time       `json:"requestReceivedTimestamp"`
 }
 
-// ReadAPILog reads the audit log at path.
+// ReadAPILog reads the audit log at path. The API server may be writing it:
+// a last line without its newline is not complete yet and is left out.
 func ReadAPILog(path string) ([]APIRequest, error) {
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return ParseAPILog(f)
+	return ParseAPILog(bytes.NewReader(b[:bytes.LastIndexByte(b, '\n')+1]))
 }
 
 // ParseAPILog reads audit events, one JSON object a line, keeping completed writes.
@@ -79,7 +80,6 @@ func ParseAPILog(r io.Reader) ([]APIRequest, error) {
 		line++
 		var ev auditEvent
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			// The last line of a log being written may be cut short.
 			return out, fmt.Errorf("audit log line %d: %w", line, err)
 		}
 		if ev.Stage != "ResponseComplete" || ev.ObjectRef == nil {

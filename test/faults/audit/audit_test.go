@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +172,25 @@ func TestParseAPILogAndDuplicatePodCreate(t *testing.T) {
 	r := Check(w)
 	if r.SecondPodForAttempt != 1 || len(r.Failures()) != 1 {
 		t.Fatalf("second pod = %d; %v %v", r.SecondPodForAttempt, r.Failures(), r.Details)
+	}
+}
+
+func TestReadAPILogLeavesOutALineBeingWritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	full := `{"stage":"ResponseComplete","verb":"delete","user":{"username":"u"},"objectRef":{"resource":"pods","namespace":"ns","name":"p"},"responseStatus":{"code":200}}` + "\n"
+	if err := os.WriteFile(path, []byte(full+`{"stage":"ResponseComplete","verb":"cre`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reqs, err := ReadAPILog(path)
+	if err != nil || len(reqs) != 1 || reqs[0].Verb != "delete" {
+		t.Fatalf("%v %+v", err, reqs)
+	}
+	// A broken line in the middle is an error, not something to skip.
+	if err := os.WriteFile(path, []byte("{not json\n"+full), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadAPILog(path); err == nil {
+		t.Fatal("a broken complete line was accepted")
 	}
 }
 
