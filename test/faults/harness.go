@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
@@ -379,9 +380,17 @@ func (x *suite) lastTerminal() time.Time {
 func (x *suite) world(expected map[string]audit.Outcome, deleted map[string]string) (audit.World, []audit.APIRequest) {
 	x.t.Helper()
 	w := audit.World{Expected: expected, Deleted: deleted}
+	// The terminal status and the finalizer's release are two writes: give
+	// the second a grace period before counting finalizers as left.
 	var tas flytev1.TaskActionList
-	if err := x.cl.List(x.ctx, &tas, client.InNamespace(namespace)); err != nil {
-		x.t.Fatal(err)
+	for deadline := time.Now().Add(finalizerGrace); ; {
+		if err := x.cl.List(x.ctx, &tas, client.InNamespace(namespace)); err != nil {
+			x.t.Fatal(err)
+		}
+		if holding := terminalHolding(tas.Items); holding == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(pollInterval)
 	}
 	w.TaskActions = tas.Items
 	var pods corev1.PodList
@@ -436,6 +445,21 @@ func (x *suite) check(name string, expected map[string]audit.Outcome, deleted ma
 	if f := r.Failures(); len(f) > 0 {
 		x.t.Errorf("%s: %s", name, strings.Join(f, "; "))
 	}
+}
+
+// finalizerGrace is how long a terminal TaskAction may keep the executor's
+// finalizer before the audit counts it as left.
+const finalizerGrace = 15 * time.Second
+
+// terminalHolding counts the terminal TaskActions still holding the executor's finalizer.
+func terminalHolding(tas []flytev1.TaskAction) int {
+	n := 0
+	for i := range tas {
+		if controller.IsTerminal(&tas[i]) && controllerutil.ContainsFinalizer(&tas[i], controller.Finalizer) {
+			n++
+		}
+	}
+	return n
 }
 
 func indexOf(ss []string, s string) int {
