@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 )
 
 func TestParseProm(t *testing.T) {
@@ -67,7 +67,7 @@ func TestPercentiles(t *testing.T) {
 }
 
 func TestCountEvents(t *testing.T) {
-	req := &eventsv1.RecordRequest{Events: []*eventsv1.ActionEvent{{}, {}, {}}}
+	req := &workflow.RecordRequest{Events: []*workflow.ActionEvent{{}, {}, {}}}
 	b, err := proto.Marshal(req)
 	if err != nil {
 		t.Fatal(err)

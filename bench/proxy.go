@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
-	"github.com/taskaction/executor/gen/executor/events/v1/eventsv1connect"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow/workflowconnect"
 )
 
 // eventsProxy sits in front of the events service and counts Record calls
@@ -43,13 +43,13 @@ func startEventsProxy(target string) (*eventsProxy, error) {
 	p := &eventsProxy{addr: l.Addr().String()}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ModifyResponse = func(resp *http.Response) error {
-		if resp.Request.URL.Path == eventsv1connect.EventsServiceRecordProcedure && resp.StatusCode != http.StatusOK {
+		if resp.Request.URL.Path == workflowconnect.EventsProxyServiceRecordProcedure && resp.StatusCode != http.StatusOK {
 			p.recordFailed.Add(1)
 		}
 		return nil
 	}
 	p.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == eventsv1connect.EventsServiceRecordProcedure {
+		if r.Method == http.MethodPost && r.URL.Path == workflowconnect.EventsProxyServiceRecordProcedure {
 			body, err := io.ReadAll(r.Body)
 			_ = r.Body.Close()
 			if err != nil {
@@ -83,7 +83,7 @@ func countEvents(h http.Header, body []byte) (int, bool) {
 		}
 		body = b
 	}
-	var req eventsv1.RecordRequest
+	var req workflow.RecordRequest
 	ct := h.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "application/proto"):

@@ -16,7 +16,9 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
+	eventsv2 "github.com/taskaction/executor/gen/executor/events/v2"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow"
+	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/eventsvc"
 )
@@ -63,9 +65,9 @@ func newEventsServiceCommand(g *globalFlags) *cobra.Command {
 }
 
 type listFlags struct {
-	project, domain, run, action string
-	url, output                  string
-	watch                        bool
+	org, project, domain, run, action string
+	url, output                       string
+	watch                             bool
 }
 
 func newEventsCommand(g *globalFlags) *cobra.Command {
@@ -83,7 +85,11 @@ func newEventsCommand(g *globalFlags) *cobra.Command {
 			if lf.output != "table" && lf.output != "json" {
 				return fmt.Errorf("-o %q: want table or json", lf.output)
 			}
-			if !cmd.Flags().Changed("events-url") {
+			if cmd.Flags().Changed("events-url") {
+				if err := config.ValidateServiceURL(lf.url); err != nil {
+					return fmt.Errorf("--events-url: %w", err)
+				}
+			} else {
 				cfg, err := g.loadConfig(cmd.Flags())
 				if err != nil {
 					return err
@@ -97,6 +103,7 @@ func newEventsCommand(g *globalFlags) *cobra.Command {
 	}
 	f := list.Flags()
 	f.StringVar(&lf.run, "run", "", "run name (required)")
+	f.StringVar(&lf.org, "org", "", "org (empty: any)")
 	f.StringVar(&lf.project, "project", "", "project (empty: any)")
 	f.StringVar(&lf.domain, "domain", "", "domain (empty: any)")
 	f.StringVar(&lf.action, "action", "", "only this action (not with --watch)")
@@ -112,11 +119,11 @@ func listEvents(ctx context.Context, w io.Writer, lf listFlags) error {
 	if lf.watch && lf.action != "" {
 		return errors.New("--action cannot be used with --watch: watch follows a whole run")
 	}
-	client := events.NewClient(lf.url, nil)
+	client := events.NewQueryClient(lf.url, nil)
 	p := newPrinter(w, lf.output, lf.watch)
 	if lf.watch {
-		stream, err := client.WatchActionEvents(ctx, connect.NewRequest(&eventsv1.WatchActionEventsRequest{
-			Project: lf.project, Domain: lf.domain, Run: lf.run}))
+		stream, err := client.WatchActionEvents(ctx, connect.NewRequest(&eventsv2.WatchActionEventsRequest{
+			Org: lf.org, Project: lf.project, Domain: lf.domain, Run: lf.run}))
 		if err != nil {
 			return fmt.Errorf("watch events of run %s at %s: %w", lf.run, lf.url, err)
 		}
@@ -139,8 +146,8 @@ func listEvents(ctx context.Context, w io.Writer, lf listFlags) error {
 	}
 	token := ""
 	for {
-		resp, err := client.ListActionEvents(ctx, connect.NewRequest(&eventsv1.ListActionEventsRequest{
-			Project: lf.project, Domain: lf.domain, Run: lf.run, Action: lf.action, PageSize: 1000, PageToken: token}))
+		resp, err := client.ListActionEvents(ctx, connect.NewRequest(&eventsv2.ListActionEventsRequest{
+			Org: lf.org, Project: lf.project, Domain: lf.domain, Run: lf.run, Action: lf.action, PageSize: 1000, PageToken: token}))
 		if err != nil {
 			return fmt.Errorf("list events of run %s at %s: %w", lf.run, lf.url, err)
 		}
@@ -157,6 +164,7 @@ func listEvents(ctx context.Context, w io.Writer, lf listFlags) error {
 
 // eventJSON is the -o json line: stable, camelCase names for scripts.
 type eventJSON struct {
+	Org          string `json:"org,omitempty"`
 	Project      string `json:"project"`
 	Domain       string `json:"domain"`
 	Run          string `json:"run"`
@@ -206,7 +214,7 @@ func fmtTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
-func (p *printer) print(pe *eventsv1.ActionEvent) error {
+func (p *printer) print(pe *workflow.ActionEvent) error {
 	e := events.FromProto(pe)
 	var code, kind, msg string
 	if e.Error != nil {
@@ -214,7 +222,7 @@ func (p *printer) print(pe *eventsv1.ActionEvent) error {
 	}
 	if p.json != nil {
 		return p.json.Encode(eventJSON{
-			Project: e.Project, Domain: e.Domain, Run: e.Run, Action: e.Action, ParentAction: e.ParentAction,
+			Org: e.Org, Project: e.Project, Domain: e.Domain, Run: e.Run, Action: e.Action, ParentAction: e.ParentAction,
 			Attempt: e.Attempt, Phase: string(e.Phase), Version: e.Version,
 			UpdatedTime: fmtTime(e.UpdatedAt), ReportedTime: fmtTime(e.ReportedAt),
 			ErrorCode: code, ErrorKind: kind, ErrorMessage: msg, Cluster: e.Cluster, PodName: e.PodName,

@@ -56,6 +56,9 @@ func newRootCommand() *cobra.Command {
 	return root
 }
 
+// loadConfig is the one way every command reads its configuration: defaults,
+// --config, flags, then config.Validate. `executor config` (the dry run) and
+// the manager's start get the same answer from it.
 func (g *globalFlags) loadConfig(fs *pflag.FlagSet) (config.Config, error) {
 	cfg, err := config.Load(g.configFile, fs)
 	if err != nil {

@@ -1,11 +1,13 @@
-// Package cache is the executor's side of the task-output cache: the key,
-// entry and reservation types, their validation (shared with the service in
-// pkg/cachesvc) and a connect client of the cache service.
+// Package cache is the executor's side of Flyte's task cache: the cache key
+// (key.go), the entry and reservation types with their validation (shared
+// with the embedded service in pkg/cachesvc), and a client of
+// flyteidl2.cacheservice.v2.CacheService.
 package cache
 
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -13,31 +15,39 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	cachev1 "github.com/taskaction/executor/gen/executor/cache/v1"
+	cachepb "github.com/taskaction/executor/gen/flyteidl2/cacheservice"
+	cachev2 "github.com/taskaction/executor/gen/flyteidl2/cacheservice/v2"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 )
 
-// Size limits. They keep the five key columns inside PostgreSQL's B-tree
-// entry limit (about 2.7 kB), so a long key fails as INVALID_ARGUMENT rather
-// than as a database error.
+// Size limits. They keep a key's columns inside PostgreSQL's B-tree entry
+// limit (about 2.7 kB), so a long key fails as INVALID_ARGUMENT rather than
+// as a database error. Flyte's keys are about 150 bytes plus the cache version.
 const (
-	MaxKeyPartBytes    = 256  // project, domain, task name, task version
-	MaxCacheKeyBytes   = 1024 // spec.cacheKey: usually a hash, but callers may pass more
-	MaxOwnerBytes      = 512  // <namespace>/<name> is at most 317
+	MaxScopePartBytes  = 256 // org, project, domain
+	MaxKeyBytes        = 1536
+	MaxOwnerBytes      = 512 // <namespace>/<name> is at most 317
 	MaxOutputURIBytes  = 4096
-	MaxSourcePartBytes = 512 // each of the source's project, domain, run, action
+	MaxSourcePartBytes = 512 // each of the source's org, project, domain, run, action
 )
+
+// DefaultOrg is the org to scope a task by when its identifier has none (the
+// typed template has no org). Flyte's single-org deployments name theirs so.
+const DefaultOrg = "local"
 
 // ErrInvalid is wrapped by every validation error of this package.
 var ErrInvalid = errors.New("invalid cache request")
 
-// Key is the cache identity of a task's outputs: (project, domain, task name,
-// task version, spec.cacheKey). Every part is required.
+// Key is where an entry lives at the cache service: the scope (org, project
+// and domain, as Flyte's v2 identifier) and Flyte's cache key (ComputeKey).
+// Every part is required, as Flyte's service requires them.
 type Key struct {
-	Project, Domain, TaskName, TaskVersion, CacheKey string
+	Org, Project, Domain string
+	Key                  string
 }
 
 func (k Key) String() string {
-	return fmt.Sprintf("%s/%s/%s@%s/%q", k.Project, k.Domain, k.TaskName, k.TaskVersion, k.CacheKey)
+	return fmt.Sprintf("%s/%s/%s/%q", k.Org, k.Project, k.Domain, k.Key)
 }
 
 // Validate names the first missing or malformed part, using the proto field
@@ -47,11 +57,10 @@ func (k Key) Validate() error {
 		name, v string
 		max     int
 	}{
-		{"key.project", k.Project, MaxKeyPartBytes},
-		{"key.domain", k.Domain, MaxKeyPartBytes},
-		{"key.task_name", k.TaskName, MaxKeyPartBytes},
-		{"key.task_version", k.TaskVersion, MaxKeyPartBytes},
-		{"key.cache_key", k.CacheKey, MaxCacheKeyBytes},
+		{"identifier.org", k.Org, MaxScopePartBytes},
+		{"identifier.project", k.Project, MaxScopePartBytes},
+		{"identifier.domain", k.Domain, MaxScopePartBytes},
+		{"base_request.key", k.Key, MaxKeyBytes},
 	}
 	for _, p := range parts {
 		if p.v == "" {
@@ -81,37 +90,43 @@ func checkString(name, v string, max int) error {
 // ValidateOwner checks a reservation owner.
 func ValidateOwner(owner string) error {
 	if owner == "" {
-		return fmt.Errorf("%w: owner is required", ErrInvalid)
+		return fmt.Errorf("%w: base_request.owner_id is required", ErrInvalid)
 	}
-	return checkString("owner", owner, MaxOwnerBytes)
+	return checkString("base_request.owner_id", owner, MaxOwnerBytes)
 }
 
 // Source is the attempt that produced an entry's outputs.
 type Source struct {
-	Project, Domain, Run, Action string
-	Attempt                      uint32
+	Org, Project, Domain, Run, Action string
+	// Attempt starts at 1.
+	Attempt uint32
 }
 
 // Entry is a cached output.
 type Entry struct {
-	// OutputURI is where the producing attempt wrote its outputs. Required.
+	// OutputURI is where the producing attempt wrote its outputs
+	// (<output prefix>/outputs.pb). Required.
 	OutputURI string
 	Source    Source
-	// CreatedAt is set by the service when it stores the entry; Put ignores it.
-	CreatedAt time.Time
+	// Task is the producing task's identifier, version included. Unset, the
+	// key's scope stands in for it: Flyte's readers need one.
+	Task *core.Identifier
+	// CreatedAt is when the key was first stored and LastUpdatedAt when it
+	// was last written; the service sets both, Put ignores them.
+	CreatedAt, LastUpdatedAt time.Time
 }
 
 // Validate checks what Put needs: an output URI, and sizes the stores accept.
 func (e Entry) Validate() error {
 	if e.OutputURI == "" {
-		return fmt.Errorf("%w: entry.output_uri is required", ErrInvalid)
+		return fmt.Errorf("%w: base_request.output.output_uri is required", ErrInvalid)
 	}
-	if err := checkString("entry.output_uri", e.OutputURI, MaxOutputURIBytes); err != nil {
+	if err := checkString("base_request.output.output_uri", e.OutputURI, MaxOutputURIBytes); err != nil {
 		return err
 	}
 	for _, p := range []struct{ name, v string }{
-		{"entry.source.project", e.Source.Project}, {"entry.source.domain", e.Source.Domain},
-		{"entry.source.run", e.Source.Run}, {"entry.source.action", e.Source.Action},
+		{"source org", e.Source.Org}, {"source project", e.Source.Project}, {"source domain", e.Source.Domain},
+		{"source run", e.Source.Run}, {"source action", e.Source.Action},
 	} {
 		if err := checkString(p.name, p.v, MaxSourcePartBytes); err != nil {
 			return err
@@ -131,51 +146,99 @@ type Reservation struct {
 // HeldBy says whether owner holds the reservation.
 func (r Reservation) HeldBy(owner string) bool { return r.Owner == owner }
 
-// KeyToProto converts k.
-func KeyToProto(k Key) *cachev1.Key {
-	return &cachev1.Key{Project: k.Project, Domain: k.Domain, TaskName: k.TaskName, TaskVersion: k.TaskVersion, CacheKey: k.CacheKey}
+// Keys of Metadata.key_map: Flyte's names, so that Flyte's executor reading
+// an entry this executor stored finds its source, and the other way round.
+// The attempt there is 0-based (Flyte's retry attempt).
+const (
+	metaTaskVersion = "task-version"
+	metaRun         = "execution-name"
+	metaDomain      = "exec-domain"
+	metaProject     = "exec-project"
+	metaAction      = "exec-node"
+	metaAttempt     = "exec-attempt"
+	metaOrg         = "exec-org"
+)
+
+// IdentifierToProto is the v2 scope of k.
+func IdentifierToProto(k Key) *cachev2.Identifier {
+	return &cachev2.Identifier{Org: k.Org, Project: k.Project, Domain: k.Domain}
 }
 
-// KeyFromProto converts k; nil gives the zero Key, which fails Validate.
-func KeyFromProto(k *cachev1.Key) Key {
-	return Key{Project: k.GetProject(), Domain: k.GetDomain(), TaskName: k.GetTaskName(), TaskVersion: k.GetTaskVersion(), CacheKey: k.GetCacheKey()}
+// KeyFromProto is the Key of a v2 request's scope and base key.
+func KeyFromProto(id *cachev2.Identifier, key string) Key {
+	return Key{Org: id.GetOrg(), Project: id.GetProject(), Domain: id.GetDomain(), Key: key}
 }
 
-// EntryToProto converts e; a zero CreatedAt is left unset.
-func EntryToProto(e Entry) *cachev1.Entry {
-	pe := &cachev1.Entry{
-		OutputUri: e.OutputURI,
-		Source: &cachev1.Source{Project: e.Source.Project, Domain: e.Source.Domain, Run: e.Source.Run,
-			Action: e.Source.Action, Attempt: e.Source.Attempt},
+// MetadataToProto is e's metadata as Flyte stores it.
+func MetadataToProto(k Key, e Entry) *cachepb.Metadata {
+	task := e.Task
+	if task == nil {
+		task = &core.Identifier{ResourceType: core.ResourceType_TASK, Org: k.Org, Project: k.Project, Domain: k.Domain}
 	}
+	values := map[string]string{metaTaskVersion: task.GetVersion()}
+	add := func(key, v string) {
+		if v != "" {
+			values[key] = v
+		}
+	}
+	add(metaOrg, e.Source.Org)
+	add(metaProject, e.Source.Project)
+	add(metaDomain, e.Source.Domain)
+	add(metaRun, e.Source.Run)
+	add(metaAction, e.Source.Action)
+	if e.Source.Attempt > 0 {
+		values[metaAttempt] = strconv.FormatUint(uint64(e.Source.Attempt-1), 10)
+	}
+	m := &cachepb.Metadata{SourceIdentifier: task, KeyMap: &cachepb.KeyMapMetadata{Values: values}}
 	if !e.CreatedAt.IsZero() {
-		pe.CreatedAt = timestamppb.New(e.CreatedAt)
+		m.CreatedAt = timestamppb.New(e.CreatedAt)
 	}
-	return pe
+	if !e.LastUpdatedAt.IsZero() {
+		m.LastUpdatedAt = timestamppb.New(e.LastUpdatedAt)
+	}
+	return m
 }
 
-// EntryFromProto converts e.
-func EntryFromProto(e *cachev1.Entry) Entry {
-	s := e.GetSource()
-	out := Entry{
-		OutputURI: e.GetOutputUri(),
-		Source:    Source{Project: s.GetProject(), Domain: s.GetDomain(), Run: s.GetRun(), Action: s.GetAction(), Attempt: s.GetAttempt()},
+// EntryFromProto reads a cached output; an output without a URI reads as an
+// entry with an empty OutputURI (Validate fails it).
+func EntryFromProto(o *cachepb.CachedOutput) Entry {
+	m := o.GetMetadata()
+	v := m.GetKeyMap().GetValues()
+	e := Entry{
+		OutputURI: o.GetOutputUri(),
+		Task:      m.GetSourceIdentifier(),
+		Source: Source{Org: v[metaOrg], Project: v[metaProject], Domain: v[metaDomain],
+			Run: v[metaRun], Action: v[metaAction]},
 	}
-	if e.GetCreatedAt() != nil {
-		out.CreatedAt = e.GetCreatedAt().AsTime()
+	if a, err := strconv.ParseUint(v[metaAttempt], 10, 32); err == nil {
+		e.Source.Attempt = uint32(a) + 1
 	}
-	return out
+	if m.GetCreatedAt() != nil {
+		e.CreatedAt = m.GetCreatedAt().AsTime()
+	}
+	if m.GetLastUpdatedAt() != nil {
+		e.LastUpdatedAt = m.GetLastUpdatedAt().AsTime()
+	}
+	return e
+}
+
+// OutputToProto is e as a cached output of key k.
+func OutputToProto(k Key, e Entry) *cachepb.CachedOutput {
+	return &cachepb.CachedOutput{
+		Output:   &cachepb.CachedOutput_OutputUri{OutputUri: e.OutputURI},
+		Metadata: MetadataToProto(k, e),
+	}
 }
 
 // ReservationToProto converts r of key k.
-func ReservationToProto(k Key, r Reservation) *cachev1.Reservation {
-	return &cachev1.Reservation{Key: KeyToProto(k), Owner: r.Owner, ExpiresAt: timestamppb.New(r.ExpiresAt),
+func ReservationToProto(k Key, r Reservation) *cachepb.Reservation {
+	return &cachepb.Reservation{Key: k.Key, OwnerId: r.Owner, ExpiresAt: timestamppb.New(r.ExpiresAt),
 		HeartbeatInterval: durationpb.New(r.HeartbeatInterval)}
 }
 
 // ReservationFromProto converts r.
-func ReservationFromProto(r *cachev1.Reservation) Reservation {
-	out := Reservation{Owner: r.GetOwner()}
+func ReservationFromProto(r *cachepb.Reservation) Reservation {
+	out := Reservation{Owner: r.GetOwnerId()}
 	if r.GetExpiresAt() != nil {
 		out.ExpiresAt = r.GetExpiresAt().AsTime()
 	}

@@ -12,20 +12,22 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	cachev1 "github.com/taskaction/executor/gen/executor/cache/v1"
-	"github.com/taskaction/executor/gen/executor/cache/v1/cachev1connect"
+	cachepb "github.com/taskaction/executor/gen/flyteidl2/cacheservice"
+	cachev2 "github.com/taskaction/executor/gen/flyteidl2/cacheservice/v2"
+	"github.com/taskaction/executor/gen/flyteidl2/cacheservice/v2/cacheservicev2connect"
 )
 
 // DefaultTimeout bounds each call: a slow or absent cache must cost a
 // reconcile little, since the task can always just run.
 const DefaultTimeout = 2 * time.Second
 
-// Client is what the reconciler needs from the cache service. Errors other
+// Client is what the reconciler needs from the cache service (Flyte's
+// flyteidl2.cacheservice.v2.CacheService, or the embedded one). Errors other
 // than the documented outcomes mean "the cache could not answer"; callers
 // should carry on without the cache rather than fail the task.
 type Client interface {
 	// Get returns key's entry, or nil and no error when there is none (or it
-	// is older than the service's max age).
+	// is older than the service's or the client's max age).
 	Get(ctx context.Context, key Key) (*Entry, error)
 	// Put stores e under key unless a live entry is already there; then it
 	// keeps that one and returns alreadyExisted=true with no error, which
@@ -33,7 +35,8 @@ type Client interface {
 	Put(ctx context.Context, key Key, e Entry) (alreadyExisted bool, err error)
 	// Overwrite stores e under key, replacing any entry.
 	Overwrite(ctx context.Context, key Key, e Entry) error
-	// Delete removes key's entry; a missing one is not an error.
+	// Delete removes key's entry; a missing one is not an error (the service
+	// answers NOT_FOUND, which the client takes as done).
 	Delete(ctx context.Context, key Key) error
 	// GetOrExtendReservation asks for key's reservation for owner, who will
 	// call again every heartbeat (0: the service default). It returns the
@@ -52,13 +55,17 @@ type Option func(*client)
 // negative leaves calls bounded only by the caller's context.
 func WithTimeout(d time.Duration) Option { return func(c *client) { c.timeout = d } }
 
+// WithMaxAge makes entries last updated longer than d ago count as missing,
+// as Flyte's executor does with its cache max age; 0 (the default) keeps them.
+func WithMaxAge(d time.Duration) Option { return func(c *client) { c.maxAge = d } }
+
 // WithConnectOptions passes options to the connect client, e.g. connect.WithGRPC().
 func WithConnectOptions(opts ...connect.ClientOption) Option {
 	return func(c *client) { c.connectOpts = append(c.connectOpts, opts...) }
 }
 
 // NewClient is a client of the cache service at baseURL (such as
-// http://localhost:8094). A nil httpClient gets DefaultHTTPClient.
+// http://localhost:8094, or Flyte's cache service). A nil httpClient gets DefaultHTTPClient.
 func NewClient(baseURL string, httpClient *http.Client, opts ...Option) Client {
 	c := &client{timeout: DefaultTimeout}
 	for _, o := range opts {
@@ -67,7 +74,7 @@ func NewClient(baseURL string, httpClient *http.Client, opts ...Option) Client {
 	if httpClient == nil {
 		httpClient = DefaultHTTPClient()
 	}
-	c.rpc = cachev1connect.NewCacheServiceClient(httpClient, strings.TrimRight(baseURL, "/"), c.connectOpts...)
+	c.rpc = cacheservicev2connect.NewCacheServiceClient(httpClient, strings.TrimRight(baseURL, "/"), c.connectOpts...)
 	return c
 }
 
@@ -86,8 +93,9 @@ func DefaultHTTPClient() *http.Client {
 }
 
 type client struct {
-	rpc         cachev1connect.CacheServiceClient
+	rpc         cacheservicev2connect.CacheServiceClient
 	timeout     time.Duration
+	maxAge      time.Duration
 	connectOpts []connect.ClientOption
 }
 
@@ -104,14 +112,24 @@ func (c *client) Get(ctx context.Context, key Key) (*Entry, error) {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	resp, err := c.rpc.Get(ctx, connect.NewRequest(&cachev1.GetRequest{Key: KeyToProto(key)}))
+	resp, err := c.rpc.Get(ctx, connect.NewRequest(&cachev2.GetCacheRequest{
+		BaseRequest: &cachepb.GetCacheRequest{Key: key.Key}, Identifier: IdentifierToProto(key)}))
 	if err != nil {
 		if connect.CodeOf(err) == connect.CodeNotFound {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("cache get %s: %w", key, err)
 	}
-	e := EntryFromProto(resp.Msg.GetEntry())
+	out := resp.Msg.GetOutput()
+	if out.GetOutputUri() == "" {
+		// Inline output literals are not something this executor can hand to
+		// a task: treat such an entry as a failed lookup, not as a hit.
+		return nil, fmt.Errorf("cache get %s: the entry has no output URI", key)
+	}
+	e := EntryFromProto(out)
+	if c.maxAge > 0 && !e.LastUpdatedAt.IsZero() && time.Since(e.LastUpdatedAt) > c.maxAge {
+		return nil, nil
+	}
 	return &e, nil
 }
 
@@ -133,8 +151,11 @@ func (c *client) put(ctx context.Context, key Key, e Entry, overwrite bool) erro
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	e.CreatedAt = time.Time{}
-	_, err := c.rpc.Put(ctx, connect.NewRequest(&cachev1.PutRequest{Key: KeyToProto(key), Entry: EntryToProto(e), Overwrite: overwrite}))
+	e.CreatedAt, e.LastUpdatedAt = time.Time{}, time.Time{}
+	_, err := c.rpc.Put(ctx, connect.NewRequest(&cachev2.PutCacheRequest{
+		BaseRequest: &cachepb.PutCacheRequest{Key: key.Key, Output: OutputToProto(key, e),
+			Overwrite: &cachepb.OverwriteOutput{Overwrite: overwrite}},
+		Identifier: IdentifierToProto(key)}))
 	if err != nil {
 		return fmt.Errorf("cache put %s: %w", key, err)
 	}
@@ -147,7 +168,9 @@ func (c *client) Delete(ctx context.Context, key Key) error {
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	if _, err := c.rpc.Delete(ctx, connect.NewRequest(&cachev1.DeleteRequest{Key: KeyToProto(key)})); err != nil {
+	_, err := c.rpc.Delete(ctx, connect.NewRequest(&cachev2.DeleteCacheRequest{
+		BaseRequest: &cachepb.DeleteCacheRequest{Key: key.Key}, Identifier: IdentifierToProto(key)}))
+	if err != nil && connect.CodeOf(err) != connect.CodeNotFound {
 		return fmt.Errorf("cache delete %s: %w", key, err)
 	}
 	return nil
@@ -163,16 +186,17 @@ func (c *client) GetOrExtendReservation(ctx context.Context, key Key, owner stri
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	req := &cachev1.GetOrExtendReservationRequest{Key: KeyToProto(key), Owner: owner}
+	base := &cachepb.GetOrExtendReservationRequest{Key: key.Key, OwnerId: owner}
 	if heartbeat > 0 {
-		req.HeartbeatInterval = durationpb.New(heartbeat)
+		base.HeartbeatInterval = durationpb.New(heartbeat)
 	}
-	resp, err := c.rpc.GetOrExtendReservation(ctx, connect.NewRequest(req))
+	resp, err := c.rpc.GetOrExtendReservation(ctx, connect.NewRequest(&cachev2.GetOrExtendReservationRequest{
+		BaseRequest: base, Identifier: IdentifierToProto(key)}))
 	if err != nil {
 		return Reservation{}, fmt.Errorf("cache reservation %s for %s: %w", key, owner, err)
 	}
 	r := resp.Msg.GetReservation()
-	if r.GetOwner() == "" {
+	if r.GetOwnerId() == "" {
 		return Reservation{}, fmt.Errorf("cache reservation %s for %s: the service returned no holder", key, owner)
 	}
 	return ReservationFromProto(r), nil
@@ -184,7 +208,9 @@ func (c *client) ReleaseReservation(ctx context.Context, key Key, owner string) 
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	if _, err := c.rpc.ReleaseReservation(ctx, connect.NewRequest(&cachev1.ReleaseReservationRequest{Key: KeyToProto(key), Owner: owner})); err != nil {
+	_, err := c.rpc.ReleaseReservation(ctx, connect.NewRequest(&cachev2.ReleaseReservationRequest{
+		BaseRequest: &cachepb.ReleaseReservationRequest{Key: key.Key, OwnerId: owner}, Identifier: IdentifierToProto(key)}))
+	if err != nil {
 		return fmt.Errorf("cache release %s for %s: %w", key, owner, err)
 	}
 	return nil

@@ -49,11 +49,11 @@ var backends = []struct {
 
 // keyFor is a key no other subtest uses.
 func keyFor(t *testing.T, cacheKey string) cache.Key {
-	return cache.Key{Project: "proj", Domain: "development", TaskName: t.Name(), TaskVersion: "v1", CacheKey: cacheKey}
+	return cache.Key{Org: "org", Project: "proj", Domain: "development", Key: t.Name() + "/" + cacheKey}
 }
 
 func entry(uri string, attempt uint32) cache.Entry {
-	return cache.Entry{OutputURI: uri, Source: cache.Source{Project: "proj", Domain: "development", Run: "run-1", Action: "a0", Attempt: attempt}}
+	return cache.Entry{OutputURI: uri, Source: cache.Source{Org: "org", Project: "proj", Domain: "development", Run: "run-1", Action: "a0", Attempt: attempt}}
 }
 
 // TestClientAgainstService drives the client against the real service over
@@ -99,10 +99,10 @@ func testEntries(t *testing.T, open func(*testing.T) cachesvc.Store) {
 			{do: "put", uri: "s3://b/second", advance: time.Second, wantExist: true},
 			{do: "get", wantURI: "s3://b/first", wantAt: 0},
 		}},
-		{"overwrite replaces the entry and its creation time", []step{
+		{"overwrite replaces the entry and keeps the key's creation time", []step{
 			{do: "put", uri: "s3://b/first"},
 			{do: "overwrite", uri: "s3://b/second", advance: time.Hour},
-			{do: "get", wantURI: "s3://b/second", wantAt: time.Hour},
+			{do: "get", wantURI: "s3://b/second", wantAt: 0},
 		}},
 		{"overwrite of a missing entry stores it", []step{
 			{do: "overwrite", uri: "s3://b/only"},
@@ -176,16 +176,15 @@ func testEntries(t *testing.T, open func(*testing.T) cachesvc.Store) {
 		if err != nil || got == nil {
 			t.Fatalf("get: %v %v", got, err)
 		}
-		if got.Source != want.Source || got.OutputURI != want.OutputURI {
+		if got.Source != want.Source || got.OutputURI != want.OutputURI || got.Task.GetProject() != base.Project {
 			t.Fatalf("got %+v, want %+v", *got, want)
 		}
 		// Parts are columns, not a joined string: "a-b"+"c" is not "a"+"b-c".
 		variants := []func(k *cache.Key){
+			func(k *cache.Key) { k.Org += "x" },
 			func(k *cache.Key) { k.Project += "x" },
 			func(k *cache.Key) { k.Domain += "x" },
-			func(k *cache.Key) { k.TaskName += "x" },
-			func(k *cache.Key) { k.TaskVersion = "v2" },
-			func(k *cache.Key) { k.CacheKey += "x" },
+			func(k *cache.Key) { k.Key += "x" },
 			func(k *cache.Key) { k.Project, k.Domain = k.Project+"-"+k.Domain, "x" },
 		}
 		for i, v := range variants {
@@ -467,7 +466,7 @@ func testInvalid(t *testing.T, open func(*testing.T) cachesvc.Store) {
 	ctx := context.Background()
 	inst := cachesvctest.Start(t, cachesvctest.Options{Store: open(t)})
 	c := cache.NewClient(inst.URL, nil)
-	good := cache.Key{Project: "p", Domain: "d", TaskName: "t", TaskVersion: "v", CacheKey: "k"}
+	good := cache.Key{Org: "o", Project: "p", Domain: "d", Key: "k"}
 	with := func(f func(k *cache.Key)) cache.Key { k := good; f(&k); return k }
 	cases := []struct {
 		name  string
@@ -480,17 +479,16 @@ func testInvalid(t *testing.T, open func(*testing.T) cachesvc.Store) {
 		wantErr string
 		only    []string
 	}{
-		{name: "no project", key: with(func(k *cache.Key) { k.Project = "" }), wantErr: "key.project is required"},
-		{name: "no domain", key: with(func(k *cache.Key) { k.Domain = "" }), wantErr: "key.domain is required"},
-		{name: "no task name", key: with(func(k *cache.Key) { k.TaskName = "" }), wantErr: "key.task_name is required"},
-		{name: "no task version", key: with(func(k *cache.Key) { k.TaskVersion = "" }), wantErr: "key.task_version is required"},
-		{name: "no cache key", key: with(func(k *cache.Key) { k.CacheKey = "" }), wantErr: "key.cache_key is required"},
-		{name: "NUL in a part", key: with(func(k *cache.Key) { k.TaskName = "a\x00b" }), wantErr: "key.task_name contains a NUL byte"},
-		{name: "invalid UTF-8", key: with(func(k *cache.Key) { k.Domain = "\xff" }), wantErr: "key.domain is not valid UTF-8"},
-		{name: "cache key too long", key: with(func(k *cache.Key) { k.CacheKey = strings.Repeat("h", cache.MaxCacheKeyBytes+1) }),
-			wantErr: "key.cache_key is 1025 bytes, at most 1024"},
-		{name: "no owner", key: good, owner: "", entry: entry("s3://b/x", 1), wantErr: "owner is required", only: []string{"reserve", "release"}},
-		{name: "no output URI", key: good, owner: "o", entry: cache.Entry{}, wantErr: "entry.output_uri is required", only: []string{"put"}},
+		{name: "no org", key: with(func(k *cache.Key) { k.Org = "" }), wantErr: "identifier.org is required"},
+		{name: "no project", key: with(func(k *cache.Key) { k.Project = "" }), wantErr: "identifier.project is required"},
+		{name: "no domain", key: with(func(k *cache.Key) { k.Domain = "" }), wantErr: "identifier.domain is required"},
+		{name: "no key", key: with(func(k *cache.Key) { k.Key = "" }), wantErr: "base_request.key is required"},
+		{name: "NUL in a part", key: with(func(k *cache.Key) { k.Project = "a\x00b" }), wantErr: "identifier.project contains a NUL byte"},
+		{name: "invalid UTF-8", key: with(func(k *cache.Key) { k.Domain = "\xff" }), wantErr: "identifier.domain is not valid UTF-8"},
+		{name: "key too long", key: with(func(k *cache.Key) { k.Key = strings.Repeat("h", cache.MaxKeyBytes+1) }),
+			wantErr: "base_request.key is 1537 bytes, at most 1536"},
+		{name: "no owner", key: good, owner: "", entry: entry("s3://b/x", 1), wantErr: "owner_id is required", only: []string{"reserve", "release"}},
+		{name: "no output URI", key: good, owner: "o", entry: cache.Entry{}, wantErr: "output_uri is required", only: []string{"put"}},
 		{name: "negative heartbeat", key: good, owner: "o", entry: entry("s3://b/x", 1), hb: -time.Second,
 			wantErr: "heartbeat interval -1s is negative", only: []string{"reserve"}},
 	}
@@ -548,7 +546,7 @@ func TestClientNeverBlocks(t *testing.T) {
 	closed := "http://" + ln.Addr().String()
 	_ = ln.Close()
 
-	key := cache.Key{Project: "p", Domain: "d", TaskName: "t", TaskVersion: "v", CacheKey: "k"}
+	key := cache.Key{Org: "o", Project: "p", Domain: "d", Key: "k"}
 	cases := []struct {
 		name    string
 		url     string

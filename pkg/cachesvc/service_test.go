@@ -11,8 +11,12 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	cachev1 "github.com/taskaction/executor/gen/executor/cache/v1"
-	"github.com/taskaction/executor/gen/executor/cache/v1/cachev1connect"
+	"google.golang.org/protobuf/proto"
+
+	cachepb "github.com/taskaction/executor/gen/flyteidl2/cacheservice"
+	cachev2 "github.com/taskaction/executor/gen/flyteidl2/cacheservice/v2"
+	"github.com/taskaction/executor/gen/flyteidl2/cacheservice/v2/cacheservicev2connect"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/cachesvc"
 	"github.com/taskaction/executor/pkg/cachesvc/cachesvctest"
@@ -30,44 +34,53 @@ func sqliteStore(t *testing.T, dir string) cachesvc.Store {
 	return s
 }
 
-func goodKey() *cachev1.Key {
-	return &cachev1.Key{Project: "p", Domain: "d", TaskName: "t", TaskVersion: "v", CacheKey: "k"}
+func goodID() *cachev2.Identifier {
+	return &cachev2.Identifier{Org: "o", Project: "p", Domain: "d"}
 }
+
+func goodKey() cache.Key { return cache.KeyFromProto(goodID(), "k") }
 
 // TestServiceValidation calls the service directly, past the client's own
 // checks: the service must refuse bad requests itself, naming the part.
 func TestServiceValidation(t *testing.T) {
 	inst := cachesvctest.Start(t, cachesvctest.Options{})
-	rpc := cachev1connect.NewCacheServiceClient(http.DefaultClient, inst.URL)
+	rpc := cacheservicev2connect.NewCacheServiceClient(http.DefaultClient, inst.URL)
 	ctx := context.Background()
-	without := func(f func(k *cachev1.Key)) *cachev1.Key { k := goodKey(); f(k); return k }
-	entry := &cachev1.Entry{OutputUri: "s3://b/o"}
+	without := func(f func(id *cachev2.Identifier)) *cachev2.Identifier { id := goodID(); f(id); return id }
+	output := &cachepb.CachedOutput{Output: &cachepb.CachedOutput_OutputUri{OutputUri: "s3://b/o"}}
 
 	type call func() error
-	get := func(k *cachev1.Key) call {
-		return func() error { _, err := rpc.Get(ctx, connect.NewRequest(&cachev1.GetRequest{Key: k})); return err }
-	}
-	put := func(k *cachev1.Key, e *cachev1.Entry) call {
+	get := func(id *cachev2.Identifier, base *cachepb.GetCacheRequest) call {
 		return func() error {
-			_, err := rpc.Put(ctx, connect.NewRequest(&cachev1.PutRequest{Key: k, Entry: e}))
+			_, err := rpc.Get(ctx, connect.NewRequest(&cachev2.GetCacheRequest{BaseRequest: base, Identifier: id}))
 			return err
 		}
 	}
-	del := func(k *cachev1.Key) call {
+	put := func(id *cachev2.Identifier, key string, o *cachepb.CachedOutput, ow *cachepb.OverwriteOutput) call {
 		return func() error {
-			_, err := rpc.Delete(ctx, connect.NewRequest(&cachev1.DeleteRequest{Key: k}))
+			_, err := rpc.Put(ctx, connect.NewRequest(&cachev2.PutCacheRequest{
+				BaseRequest: &cachepb.PutCacheRequest{Key: key, Output: o, Overwrite: ow}, Identifier: id}))
 			return err
 		}
 	}
-	reserve := func(k *cachev1.Key, owner string, hb *durationpb.Duration) call {
+	del := func(id *cachev2.Identifier, key string) call {
 		return func() error {
-			_, err := rpc.GetOrExtendReservation(ctx, connect.NewRequest(&cachev1.GetOrExtendReservationRequest{Key: k, Owner: owner, HeartbeatInterval: hb}))
+			_, err := rpc.Delete(ctx, connect.NewRequest(&cachev2.DeleteCacheRequest{
+				BaseRequest: &cachepb.DeleteCacheRequest{Key: key}, Identifier: id}))
 			return err
 		}
 	}
-	release := func(k *cachev1.Key, owner string) call {
+	reserve := func(id *cachev2.Identifier, key, owner string, hb *durationpb.Duration) call {
 		return func() error {
-			_, err := rpc.ReleaseReservation(ctx, connect.NewRequest(&cachev1.ReleaseReservationRequest{Key: k, Owner: owner}))
+			_, err := rpc.GetOrExtendReservation(ctx, connect.NewRequest(&cachev2.GetOrExtendReservationRequest{
+				BaseRequest: &cachepb.GetOrExtendReservationRequest{Key: key, OwnerId: owner, HeartbeatInterval: hb}, Identifier: id}))
+			return err
+		}
+	}
+	release := func(id *cachev2.Identifier, key, owner string) call {
+		return func() error {
+			_, err := rpc.ReleaseReservation(ctx, connect.NewRequest(&cachev2.ReleaseReservationRequest{
+				BaseRequest: &cachepb.ReleaseReservationRequest{Key: key, OwnerId: owner}, Identifier: id}))
 			return err
 		}
 	}
@@ -76,19 +89,22 @@ func TestServiceValidation(t *testing.T) {
 		call    call
 		wantErr string
 	}{
-		{"get without a key", get(nil), "key is required"},
-		{"get without a project", get(without(func(k *cachev1.Key) { k.Project = "" })), "key.project is required"},
-		{"get without a domain", get(without(func(k *cachev1.Key) { k.Domain = "" })), "key.domain is required"},
-		{"put without a task name", put(without(func(k *cachev1.Key) { k.TaskName = "" }), entry), "key.task_name is required"},
-		{"delete without a task version", del(without(func(k *cachev1.Key) { k.TaskVersion = "" })), "key.task_version is required"},
-		{"reserve without a cache key", reserve(without(func(k *cachev1.Key) { k.CacheKey = "" }), "o", nil), "key.cache_key is required"},
-		{"release with NUL in the project", release(without(func(k *cachev1.Key) { k.Project = "a\x00" }), "o"), "key.project contains a NUL byte"},
-		{"put without an entry", put(goodKey(), nil), "entry is required"},
-		{"put without an output URI", put(goodKey(), &cachev1.Entry{Source: &cachev1.Source{Run: "r"}}), "entry.output_uri is required"},
-		{"reserve without an owner", reserve(goodKey(), "", nil), "owner is required"},
-		{"release without an owner", release(goodKey(), ""), "owner is required"},
-		{"reserve with a negative heartbeat", reserve(goodKey(), "o", durationpb.New(-time.Second)), "heartbeat_interval -1s is negative"},
-		{"reserve with a malformed heartbeat", reserve(goodKey(), "o", &durationpb.Duration{Seconds: 1, Nanos: -5}), "heartbeat_interval"},
+		{"get without an identifier", get(nil, &cachepb.GetCacheRequest{Key: "k"}), "identifier is required"},
+		{"get without a base request", get(goodID(), nil), "base_request is required"},
+		{"get without an org", get(without(func(id *cachev2.Identifier) { id.Org = "" }), &cachepb.GetCacheRequest{Key: "k"}), "identifier.org is required"},
+		{"get without a project", get(without(func(id *cachev2.Identifier) { id.Project = "" }), &cachepb.GetCacheRequest{Key: "k"}), "identifier.project is required"},
+		{"put without a domain", put(without(func(id *cachev2.Identifier) { id.Domain = "" }), "k", output, nil), "identifier.domain is required"},
+		{"delete without a key", del(goodID(), ""), "base_request.key is required"},
+		{"reserve with a key too long", reserve(goodID(), strings.Repeat("k", cache.MaxKeyBytes+1), "o", nil), "base_request.key is 1537 bytes"},
+		{"release with NUL in the project", release(without(func(id *cachev2.Identifier) { id.Project = "a\x00" }), "k", "o"), "identifier.project contains a NUL byte"},
+		{"put without an output", put(goodID(), "k", nil, nil), "base_request.output is required"},
+		{"put without an output URI", put(goodID(), "k", &cachepb.CachedOutput{}, nil), "output_uri is required"},
+		{"put with inline literals", put(goodID(), "k", &cachepb.CachedOutput{Output: &cachepb.CachedOutput_OutputLiterals{OutputLiterals: &core.LiteralMap{}}}, nil), "inline output literals"},
+		{"put with a negative max age", put(goodID(), "k", output, &cachepb.OverwriteOutput{MaxAge: durationpb.New(-time.Second)}), "max_age"},
+		{"reserve without an owner", reserve(goodID(), "k", "", nil), "owner_id is required"},
+		{"release without an owner", release(goodID(), "k", ""), "owner_id is required"},
+		{"reserve with a negative heartbeat", reserve(goodID(), "k", "o", durationpb.New(-time.Second)), "heartbeat_interval -1s is negative"},
+		{"reserve with a malformed heartbeat", reserve(goodID(), "k", "o", &durationpb.Duration{Seconds: 1, Nanos: -5}), "heartbeat_interval"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,47 +116,122 @@ func TestServiceValidation(t *testing.T) {
 	}
 }
 
-// TestServiceCodes checks the codes callers act on, over the Connect and
-// the gRPC protocols (the latter on cleartext HTTP/2).
-func TestServiceCodes(t *testing.T) {
-	inst := cachesvctest.Start(t, cachesvctest.Options{})
+// TestServiceRoundTrips drives every RPC with messages built from the
+// flyteidl2 protos, over the Connect and the gRPC protocols (the latter on
+// cleartext HTTP/2), and checks the codes callers act on.
+func TestServiceRoundTrips(t *testing.T) {
 	h2c := new(http.Protocols)
 	h2c.SetUnencryptedHTTP2(true)
-	protocols := map[string]cachev1connect.CacheServiceClient{
-		"connect": cachev1connect.NewCacheServiceClient(http.DefaultClient, inst.URL),
-		"grpc":    cachev1connect.NewCacheServiceClient(&http.Client{Transport: &http.Transport{Protocols: h2c}}, inst.URL, connect.WithGRPC()),
+	protocols := map[string]func(url string) cacheservicev2connect.CacheServiceClient{
+		"connect": func(url string) cacheservicev2connect.CacheServiceClient {
+			return cacheservicev2connect.NewCacheServiceClient(http.DefaultClient, url)
+		},
+		"grpc": func(url string) cacheservicev2connect.CacheServiceClient {
+			return cacheservicev2connect.NewCacheServiceClient(&http.Client{Transport: &http.Transport{Protocols: h2c}}, url, connect.WithGRPC())
+		},
 	}
 	ctx := context.Background()
-	for name, rpc := range protocols {
+	for name, newClient := range protocols {
 		t.Run(name, func(t *testing.T) {
-			key := goodKey()
-			key.CacheKey = name
-			_, err := rpc.Get(ctx, connect.NewRequest(&cachev1.GetRequest{Key: key}))
-			if connect.CodeOf(err) != connect.CodeNotFound {
+			clock := cachesvctest.NewClock(t0)
+			rpc := newClient(cachesvctest.Start(t, cachesvctest.Options{Clock: clock}).URL)
+			id := goodID()
+			key := "key-" + name
+			get := connect.NewRequest(&cachev2.GetCacheRequest{BaseRequest: &cachepb.GetCacheRequest{Key: key}, Identifier: id})
+			if _, err := rpc.Get(ctx, get); connect.CodeOf(err) != connect.CodeNotFound {
 				t.Fatalf("get of a missing entry: %v, want NOT_FOUND", err)
 			}
-			put := connect.NewRequest(&cachev1.PutRequest{Key: key, Entry: &cachev1.Entry{OutputUri: "s3://b/o"}})
-			resp, err := rpc.Put(ctx, put)
-			if err != nil {
+			task := &core.Identifier{ResourceType: core.ResourceType_TASK, Org: "o", Project: "p", Domain: "d", Name: "t", Version: "v3"}
+			meta := &cachepb.Metadata{SourceIdentifier: task, KeyMap: &cachepb.KeyMapMetadata{Values: map[string]string{
+				"task-version": "v3", "execution-name": "run1", "exec-node": "a0", "exec-attempt": "1",
+				"exec-project": "p", "exec-domain": "d", "exec-org": "o"}}}
+			put := connect.NewRequest(&cachev2.PutCacheRequest{Identifier: id, BaseRequest: &cachepb.PutCacheRequest{
+				Key: key, Output: &cachepb.CachedOutput{Output: &cachepb.CachedOutput_OutputUri{OutputUri: "s3://b/first"}, Metadata: meta}}})
+			if _, err := rpc.Put(ctx, put); err != nil {
 				t.Fatalf("put: %v", err)
 			}
-			if resp.Msg.GetEntry().GetCreatedAt() == nil {
-				t.Fatal("put: the stored entry has no creation time")
+			resp, err := rpc.Get(ctx, get)
+			if err != nil {
+				t.Fatalf("get: %v", err)
+			}
+			out := resp.Msg.GetOutput()
+			if out.GetOutputUri() != "s3://b/first" || !proto.Equal(out.GetMetadata().GetSourceIdentifier(), task) ||
+				out.GetMetadata().GetKeyMap().GetValues()["exec-attempt"] != "1" ||
+				!out.GetMetadata().GetCreatedAt().AsTime().Equal(t0) || !out.GetMetadata().GetLastUpdatedAt().AsTime().Equal(t0) {
+				t.Fatalf("get returned %v", out)
 			}
 			if _, err := rpc.Put(ctx, put); connect.CodeOf(err) != connect.CodeAlreadyExists {
 				t.Fatalf("second put: %v, want ALREADY_EXISTS", err)
 			}
-			put.Msg.Overwrite = true
+			clock.Advance(time.Minute)
+			// A caller's max age lets it replace an entry older than that.
+			put.Msg.BaseRequest.Output.Output = &cachepb.CachedOutput_OutputUri{OutputUri: "s3://b/second"}
+			put.Msg.BaseRequest.Overwrite = &cachepb.OverwriteOutput{MaxAge: durationpb.New(2 * time.Minute)}
+			if _, err := rpc.Put(ctx, put); connect.CodeOf(err) != connect.CodeAlreadyExists {
+				t.Fatalf("put of an entry younger than max_age: %v, want ALREADY_EXISTS", err)
+			}
+			put.Msg.BaseRequest.Overwrite = &cachepb.OverwriteOutput{MaxAge: durationpb.New(30 * time.Second)}
+			if _, err := rpc.Put(ctx, put); err != nil {
+				t.Fatalf("put of an entry older than max_age: %v", err)
+			}
+			clock.Advance(time.Minute)
+			put.Msg.BaseRequest.Output.Output = &cachepb.CachedOutput_OutputUri{OutputUri: "s3://b/third"}
+			put.Msg.BaseRequest.Overwrite = &cachepb.OverwriteOutput{Overwrite: true}
 			if _, err := rpc.Put(ctx, put); err != nil {
 				t.Fatalf("overwrite: %v", err)
 			}
-			r, err := rpc.GetOrExtendReservation(ctx, connect.NewRequest(&cachev1.GetOrExtendReservationRequest{Key: key, Owner: "a"}))
+			resp, err = rpc.Get(ctx, get)
+			if err != nil {
+				t.Fatalf("get after overwrite: %v", err)
+			}
+			// Overwriting keeps the key's creation time, as Flyte's service does.
+			if m := resp.Msg.GetOutput().GetMetadata(); resp.Msg.GetOutput().GetOutputUri() != "s3://b/third" ||
+				!m.GetCreatedAt().AsTime().Equal(t0) || !m.GetLastUpdatedAt().AsTime().Equal(t0.Add(2*time.Minute)) {
+				t.Fatalf("after overwrite: %v", resp.Msg.GetOutput())
+			}
+
+			reserve := connect.NewRequest(&cachev2.GetOrExtendReservationRequest{Identifier: id,
+				BaseRequest: &cachepb.GetOrExtendReservationRequest{Key: key, OwnerId: "a"}})
+			r, err := rpc.GetOrExtendReservation(ctx, reserve)
 			if err != nil {
 				t.Fatalf("reserve: %v", err)
 			}
-			if got := r.Msg.GetReservation(); got.GetOwner() != "a" || got.GetKey().GetCacheKey() != name ||
-				got.GetHeartbeatInterval().AsDuration() != cachesvc.DefaultHeartbeat {
+			if got := r.Msg.GetReservation(); got.GetOwnerId() != "a" || got.GetKey() != key ||
+				got.GetHeartbeatInterval().AsDuration() != cachesvc.DefaultHeartbeat ||
+				!got.GetExpiresAt().AsTime().Equal(clock.Now().Add(cachesvc.GraceMultiplier*cachesvc.DefaultHeartbeat)) {
 				t.Fatalf("reserve: got %v", got)
+			}
+			reserve.Msg.BaseRequest.OwnerId = "b"
+			if r, err := rpc.GetOrExtendReservation(ctx, reserve); err != nil || r.Msg.GetReservation().GetOwnerId() != "a" {
+				t.Fatalf("reserve by another owner: %v %v, want a's reservation", r, err)
+			}
+			release := connect.NewRequest(&cachev2.ReleaseReservationRequest{Identifier: id,
+				BaseRequest: &cachepb.ReleaseReservationRequest{Key: key, OwnerId: "a"}})
+			if _, err := rpc.ReleaseReservation(ctx, release); err != nil {
+				t.Fatalf("release: %v", err)
+			}
+			if r, err := rpc.GetOrExtendReservation(ctx, reserve); err != nil || r.Msg.GetReservation().GetOwnerId() != "b" {
+				t.Fatalf("reserve after release: %v %v, want b's", r, err)
+			}
+
+			del := connect.NewRequest(&cachev2.DeleteCacheRequest{Identifier: id, BaseRequest: &cachepb.DeleteCacheRequest{Key: key}})
+			if _, err := rpc.Delete(ctx, del); err != nil {
+				t.Fatalf("delete: %v", err)
+			}
+			if _, err := rpc.Delete(ctx, del); connect.CodeOf(err) != connect.CodeNotFound {
+				t.Fatalf("delete of a missing entry: %v, want NOT_FOUND", err)
+			}
+			if _, err := rpc.Get(ctx, get); connect.CodeOf(err) != connect.CodeNotFound {
+				t.Fatalf("get after delete: %v, want NOT_FOUND", err)
+			}
+			// The scope is part of the key.
+			if _, err := rpc.Put(ctx, put); err != nil {
+				t.Fatal(err)
+			}
+			other := connect.NewRequest(&cachev2.GetCacheRequest{BaseRequest: &cachepb.GetCacheRequest{Key: key},
+				Identifier: &cachev2.Identifier{Org: "o2", Project: "p", Domain: "d"}})
+			if _, err := rpc.Get(ctx, other); connect.CodeOf(err) != connect.CodeNotFound {
+				t.Fatalf("get in another org: %v, want NOT_FOUND", err)
 			}
 		})
 	}
@@ -153,7 +244,7 @@ func TestServiceCodes(t *testing.T) {
 		}
 		_ = st.Close()
 		c := cache.NewClient(inst.URL, nil)
-		_, err := c.Get(ctx, cache.KeyFromProto(goodKey()))
+		_, err := c.Get(ctx, goodKey())
 		if connect.CodeOf(err) != connect.CodeUnavailable {
 			t.Fatalf("get on a closed store: %v, want UNAVAILABLE", err)
 		}
@@ -195,7 +286,7 @@ func TestServerStartWait(t *testing.T) {
 	if code := healthz(t, srv.URL()); code != http.StatusOK {
 		t.Fatalf("healthz: %d", code)
 	}
-	if _, err := cache.NewClient(srv.URL(), nil).Get(ctx, cache.KeyFromProto(goodKey())); err != nil {
+	if _, err := cache.NewClient(srv.URL(), nil).Get(ctx, goodKey()); err != nil {
 		t.Fatal(err)
 	}
 	cancel()

@@ -1,5 +1,6 @@
-// Package cachesvc is the cache service: it keeps task-output cache entries
-// and reservations (SQLite or PostgreSQL) and serves them over connect-go.
+// Package cachesvc is the embedded cache service: Flyte's
+// flyteidl2.cacheservice.v2.CacheService over SQLite or PostgreSQL, keeping
+// cache entries (an output URI and Flyte's metadata) and reservations.
 package cachesvc
 
 import (
@@ -8,9 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	cachepb "github.com/taskaction/executor/gen/flyteidl2/cacheservice"
+	"github.com/taskaction/executor/internal/sqlstore"
 	"github.com/taskaction/executor/pkg/cache"
 )
 
@@ -21,15 +25,17 @@ import (
 // depend on an earlier read, so concurrent callers, on one replica or several
 // sharing a PostgreSQL database, cannot both win.
 type Store interface {
-	// Get returns key's entry if it was created at or after notBefore (the
-	// zero time: any age).
+	// Get returns key's entry if it was last updated at or after notBefore
+	// (the zero time: any age).
 	Get(ctx context.Context, key cache.Key, notBefore time.Time) (cache.Entry, bool, error)
-	// Put stores e, with e.CreatedAt, under key. If an entry created at or
-	// after notBefore is there and overwrite is false, it keeps that one and
+	// Put stores e under key, last updated at e.LastUpdatedAt. A zero
+	// e.CreatedAt keeps the replaced entry's creation time (or takes
+	// e.LastUpdatedAt for a new key). If an entry last updated at or after
+	// notBefore is there and overwrite is false, it keeps that one and
 	// returns stored=false.
 	Put(ctx context.Context, key cache.Key, e cache.Entry, overwrite bool, notBefore time.Time) (stored bool, err error)
-	// Delete removes key's entry if any.
-	Delete(ctx context.Context, key cache.Key) error
+	// Delete removes key's entry and says whether there was one.
+	Delete(ctx context.Context, key cache.Key) (found bool, err error)
 	// GetOrExtendReservation gives owner key's reservation until now+3×heartbeat
 	// when there is none, it expired by now, or owner holds it; else it
 	// returns the holder's.
@@ -46,18 +52,22 @@ type Store interface {
 // intervals, so one slow reconcile does not hand the key to another owner.
 const GraceMultiplier = 3
 
-// dialect holds what differs between the SQL databases.
-type dialect struct {
-	name string
-	// migrations[i] brings the schema to version i+1; each is a list of statements.
-	migrations [][]string
-	// lock, if set, runs first in the migration transaction so replicas migrate one at a time.
-	lock string
-	// numbered placeholders ($1) rather than ?.
-	numbered bool
+// schema is the cache's migration history. Version 1 was keyed by the
+// executor's own (project, domain, task name, task version, cache key);
+// version 2 keys entries as Flyte does, by (org, project, domain, key), and
+// drops the old tables: their keys can never be asked for again, and a cache
+// entry only costs a recomputation.
+var schema = sqlstore.Schema{
+	VersionTable: "cache_schema_migrations",
+	// Differs from the events service's, so the two migrate independently in
+	// a shared database.
+	LockID: 4471002,
+	Migrations: func(sqlstore.Dialect) [][]string {
+		// Both databases take the same schema: TEXT and BIGINT mean the same in each.
+		return [][]string{schemaV1, schemaV2}
+	},
 }
 
-// Both databases take the same schema: TEXT and BIGINT mean the same in each.
 var schemaV1 = []string{
 	`CREATE TABLE cache_entries (
 		project       TEXT   NOT NULL,
@@ -88,94 +98,51 @@ var schemaV1 = []string{
 	`CREATE INDEX cache_reservations_by_expiry ON cache_reservations (expires_at_ns)`,
 }
 
+var schemaV2 = []string{
+	`DROP TABLE cache_entries`,
+	`DROP TABLE cache_reservations`,
+	// metadata is Flyte's cacheservice.Metadata without its two timestamps,
+	// which live in their own columns.
+	`CREATE TABLE cache_outputs (
+		org             TEXT   NOT NULL,
+		project         TEXT   NOT NULL,
+		domain          TEXT   NOT NULL,
+		cache_key       TEXT   NOT NULL,
+		output_uri      TEXT   NOT NULL,
+		metadata        BYTEA  NOT NULL,
+		created_at_ns   BIGINT NOT NULL,
+		last_updated_ns BIGINT NOT NULL,
+		PRIMARY KEY (org, project, domain, cache_key)
+	)`,
+	`CREATE TABLE cache_reservations (
+		org           TEXT   NOT NULL,
+		project       TEXT   NOT NULL,
+		domain        TEXT   NOT NULL,
+		cache_key     TEXT   NOT NULL,
+		owner         TEXT   NOT NULL,
+		heartbeat_ns  BIGINT NOT NULL,
+		expires_at_ns BIGINT NOT NULL,
+		PRIMARY KEY (org, project, domain, cache_key)
+	)`,
+	`CREATE INDEX cache_reservations_by_expiry ON cache_reservations (expires_at_ns)`,
+}
+
 // sqlStore is the Store over database/sql shared by both databases.
 type sqlStore struct {
-	db *sql.DB
-	d  dialect
+	db *sqlstore.DB
 }
 
-func newSQLStore(ctx context.Context, db *sql.DB, d dialect) (*sqlStore, error) {
-	s := &sqlStore{db: db, d: d}
-	if err := s.migrate(ctx); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-// migrationsTable is the cache's own: the events service may share the
-// PostgreSQL database and keeps its versions in schema_migrations.
-const migrationsTable = "cache_schema_migrations"
-
-// migrate applies the migrations the database has not seen, in one transaction.
-func (s *sqlStore) migrate(ctx context.Context) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("%s: begin migration: %w", s.d.name, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if s.d.lock != "" {
-		if _, err := tx.ExecContext(ctx, s.d.lock); err != nil {
-			return fmt.Errorf("%s: lock for migration: %w", s.d.name, err)
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+migrationsTable+` (
-		version INTEGER PRIMARY KEY, applied_at_ns BIGINT NOT NULL)`); err != nil {
-		return fmt.Errorf("%s: create %s: %w", s.d.name, migrationsTable, err)
-	}
-	var current int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM `+migrationsTable).Scan(&current); err != nil {
-		return fmt.Errorf("%s: read cache schema version: %w", s.d.name, err)
-	}
-	if current > len(s.d.migrations) {
-		return fmt.Errorf("%s: cache schema version %d is newer than this binary knows (%d): refusing to run an old binary on it",
-			s.d.name, current, len(s.d.migrations))
-	}
-	for v := current + 1; v <= len(s.d.migrations); v++ {
-		for _, stmt := range s.d.migrations[v-1] {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				return fmt.Errorf("%s: cache migration %d: %w", s.d.name, v, err)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO `+migrationsTable+` (version, applied_at_ns) VALUES (?, ?)`),
-			v, time.Now().UnixNano()); err != nil {
-			return fmt.Errorf("%s: record cache migration %d: %w", s.d.name, v, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("%s: commit cache migrations: %w", s.d.name, err)
-	}
-	return nil
-}
-
-// rebind turns ? placeholders into $n where the database wants them.
-func (s *sqlStore) rebind(q string) string {
-	if !s.d.numbered {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+func newSQLStore(db *sqlstore.DB) Store { return &sqlStore{db: db} }
 
 const (
-	keyColumns = "project, domain, task_name, task_version, cache_key"
-	keyWhere   = "project = ? AND domain = ? AND task_name = ? AND task_version = ? AND cache_key = ?"
+	keyColumns = "org, project, domain, cache_key"
+	keyWhere   = "org = ? AND project = ? AND domain = ? AND cache_key = ?"
 )
 
-func keyArgs(k cache.Key) []any {
-	return []any{k.Project, k.Domain, k.TaskName, k.TaskVersion, k.CacheKey}
-}
+func keyArgs(k cache.Key) []any { return []any{k.Org, k.Project, k.Domain, k.Key} }
 
-// nanos maps the zero time to the smallest value, so "created at or after
-// the zero time" holds for every entry.
+// nanos maps the zero time to the smallest value, so "at or after the zero
+// time" holds for every entry.
 func nanos(t time.Time) int64 {
 	if t.IsZero() {
 		return math.MinInt64
@@ -185,61 +152,84 @@ func nanos(t time.Time) int64 {
 
 func fromNanos(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 
+// metadataBlob is e's metadata without the timestamps the columns hold.
+func metadataBlob(k cache.Key, e cache.Entry) ([]byte, error) {
+	e.CreatedAt, e.LastUpdatedAt = time.Time{}, time.Time{}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(cache.MetadataToProto(k, e))
+}
+
 func (s *sqlStore) Get(ctx context.Context, key cache.Key, notBefore time.Time) (cache.Entry, bool, error) {
-	var e cache.Entry
-	var attempt, created int64
-	err := s.db.QueryRowContext(ctx, s.rebind(`SELECT output_uri, src_project, src_domain, src_run, src_action, src_attempt, created_at_ns
-		FROM cache_entries WHERE `+keyWhere+` AND created_at_ns >= ?`), append(keyArgs(key), nanos(notBefore))...).
-		Scan(&e.OutputURI, &e.Source.Project, &e.Source.Domain, &e.Source.Run, &e.Source.Action, &attempt, &created)
+	var uri string
+	var blob []byte
+	var created, updated int64
+	err := s.db.QueryRowContext(ctx, s.db.Rebind(`SELECT output_uri, metadata, created_at_ns, last_updated_ns
+		FROM cache_outputs WHERE `+keyWhere+` AND last_updated_ns >= ?`), append(keyArgs(key), nanos(notBefore))...).
+		Scan(&uri, &blob, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return cache.Entry{}, false, nil
 	}
 	if err != nil {
-		return cache.Entry{}, false, fmt.Errorf("%s: get entry %s: %w", s.d.name, key, err)
+		return cache.Entry{}, false, s.db.Errorf("get entry %s: %w", key, err)
 	}
-	e.Source.Attempt = uint32(attempt)
-	e.CreatedAt = fromNanos(created)
+	meta := &cachepb.Metadata{}
+	if err := proto.Unmarshal(blob, meta); err != nil {
+		return cache.Entry{}, false, fmt.Errorf("decoding the metadata of entry %s: %w", key, err)
+	}
+	e := cache.EntryFromProto(&cachepb.CachedOutput{Output: &cachepb.CachedOutput_OutputUri{OutputUri: uri}, Metadata: meta})
+	e.CreatedAt, e.LastUpdatedAt = fromNanos(created), fromNanos(updated)
 	return e, true, nil
 }
 
 func (s *sqlStore) Put(ctx context.Context, key cache.Key, e cache.Entry, overwrite bool, notBefore time.Time) (bool, error) {
+	blob, err := metadataBlob(key, e)
+	if err != nil {
+		return false, fmt.Errorf("encoding the metadata of entry %s: %w", key, err)
+	}
+	created := e.CreatedAt
+	if created.IsZero() {
+		created = e.LastUpdatedAt
+	}
 	// The upsert decides in one statement; a conflicting writer waits on the
 	// row lock, then sees the winner's row and its WHERE fails.
-	q := `INSERT INTO cache_entries (` + keyColumns + `, output_uri, src_project, src_domain, src_run, src_action, src_attempt, created_at_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	q := `INSERT INTO cache_outputs (` + keyColumns + `, output_uri, metadata, created_at_ns, last_updated_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (` + keyColumns + `) DO UPDATE SET
-			output_uri = excluded.output_uri, src_project = excluded.src_project, src_domain = excluded.src_domain,
-			src_run = excluded.src_run, src_action = excluded.src_action, src_attempt = excluded.src_attempt,
-			created_at_ns = excluded.created_at_ns`
-	args := append(keyArgs(key), e.OutputURI, e.Source.Project, e.Source.Domain, e.Source.Run, e.Source.Action,
-		int64(e.Source.Attempt), e.CreatedAt.UnixNano())
+			output_uri = excluded.output_uri, metadata = excluded.metadata,
+			last_updated_ns = excluded.last_updated_ns,
+			created_at_ns = CASE WHEN ? THEN excluded.created_at_ns ELSE cache_outputs.created_at_ns END`
+	args := append(keyArgs(key), e.OutputURI, blob, created.UnixNano(), e.LastUpdatedAt.UnixNano(), !e.CreatedAt.IsZero())
 	if !overwrite {
-		q += ` WHERE cache_entries.created_at_ns < ?`
+		q += ` WHERE cache_outputs.last_updated_ns < ?`
 		args = append(args, nanos(notBefore))
 	}
-	q += ` RETURNING created_at_ns`
-	var created int64
-	err := s.db.QueryRowContext(ctx, s.rebind(q), args...).Scan(&created)
+	q += ` RETURNING last_updated_ns`
+	var updated int64
+	err = s.db.QueryRowContext(ctx, s.db.Rebind(q), args...).Scan(&updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("%s: put entry %s: %w", s.d.name, key, err)
+		return false, s.db.Errorf("put entry %s: %w", key, err)
 	}
 	return true, nil
 }
 
-func (s *sqlStore) Delete(ctx context.Context, key cache.Key) error {
-	if _, err := s.db.ExecContext(ctx, s.rebind(`DELETE FROM cache_entries WHERE `+keyWhere), keyArgs(key)...); err != nil {
-		return fmt.Errorf("%s: delete entry %s: %w", s.d.name, key, err)
+func (s *sqlStore) Delete(ctx context.Context, key cache.Key) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.db.Rebind(`DELETE FROM cache_outputs WHERE `+keyWhere), keyArgs(key)...)
+	if err != nil {
+		return false, s.db.Errorf("delete entry %s: %w", key, err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, s.db.Errorf("delete entry %s: %w", key, err)
+	}
+	return n > 0, nil
 }
 
 func (s *sqlStore) GetOrExtendReservation(ctx context.Context, key cache.Key, owner string, heartbeat time.Duration, now time.Time) (cache.Reservation, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return cache.Reservation{}, fmt.Errorf("%s: begin reservation %s: %w", s.d.name, key, err)
+		return cache.Reservation{}, s.db.Errorf("begin reservation %s: %w", key, err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	expires := now.Add(GraceMultiplier * heartbeat)
@@ -248,22 +238,22 @@ func (s *sqlStore) GetOrExtendReservation(ctx context.Context, key cache.Key, ow
 	// transaction holds the database), so the holder read below is current.
 	var r cache.Reservation
 	var hb, exp int64
-	err = tx.QueryRowContext(ctx, s.rebind(`INSERT INTO cache_reservations (`+keyColumns+`, owner, heartbeat_ns, expires_at_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	err = tx.QueryRowContext(ctx, s.db.Rebind(`INSERT INTO cache_reservations (`+keyColumns+`, owner, heartbeat_ns, expires_at_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (`+keyColumns+`) DO UPDATE SET
 			owner = excluded.owner, heartbeat_ns = excluded.heartbeat_ns, expires_at_ns = excluded.expires_at_ns
 		WHERE cache_reservations.owner = excluded.owner OR cache_reservations.expires_at_ns <= ?
 		RETURNING owner, heartbeat_ns, expires_at_ns`),
 		append(keyArgs(key), owner, int64(heartbeat), expires.UnixNano(), now.UnixNano())...).Scan(&r.Owner, &hb, &exp)
 	if errors.Is(err, sql.ErrNoRows) {
-		err = tx.QueryRowContext(ctx, s.rebind(`SELECT owner, heartbeat_ns, expires_at_ns FROM cache_reservations WHERE `+keyWhere),
+		err = tx.QueryRowContext(ctx, s.db.Rebind(`SELECT owner, heartbeat_ns, expires_at_ns FROM cache_reservations WHERE `+keyWhere),
 			keyArgs(key)...).Scan(&r.Owner, &hb, &exp)
 	}
 	if err != nil {
-		return cache.Reservation{}, fmt.Errorf("%s: reservation %s for %s: %w", s.d.name, key, owner, err)
+		return cache.Reservation{}, s.db.Errorf("reservation %s for %s: %w", key, owner, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return cache.Reservation{}, fmt.Errorf("%s: commit reservation %s for %s: %w", s.d.name, key, owner, err)
+		return cache.Reservation{}, s.db.Errorf("commit reservation %s for %s: %w", key, owner, err)
 	}
 	r.HeartbeatInterval = time.Duration(hb)
 	r.ExpiresAt = fromNanos(exp)
@@ -271,30 +261,25 @@ func (s *sqlStore) GetOrExtendReservation(ctx context.Context, key cache.Key, ow
 }
 
 func (s *sqlStore) ReleaseReservation(ctx context.Context, key cache.Key, owner string) error {
-	if _, err := s.db.ExecContext(ctx, s.rebind(`DELETE FROM cache_reservations WHERE `+keyWhere+` AND owner = ?`),
+	if _, err := s.db.ExecContext(ctx, s.db.Rebind(`DELETE FROM cache_reservations WHERE `+keyWhere+` AND owner = ?`),
 		append(keyArgs(key), owner)...); err != nil {
-		return fmt.Errorf("%s: release reservation %s for %s: %w", s.d.name, key, owner, err)
+		return s.db.Errorf("release reservation %s for %s: %w", key, owner, err)
 	}
 	return nil
 }
 
 func (s *sqlStore) PurgeReservations(ctx context.Context, t time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, s.rebind(`DELETE FROM cache_reservations WHERE expires_at_ns < ?`), t.UnixNano())
+	res, err := s.db.ExecContext(ctx, s.db.Rebind(`DELETE FROM cache_reservations WHERE expires_at_ns < ?`), t.UnixNano())
 	if err != nil {
-		return 0, fmt.Errorf("%s: purge expired reservations: %w", s.d.name, err)
+		return 0, s.db.Errorf("purge expired reservations: %w", err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, fmt.Errorf("%s: count purged reservations: %w", s.d.name, err)
+		return 0, s.db.Errorf("count purged reservations: %w", err)
 	}
 	return n, nil
 }
 
-func (s *sqlStore) Ping(ctx context.Context) error {
-	if err := s.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("%s: %w", s.d.name, err)
-	}
-	return nil
-}
+func (s *sqlStore) Ping(ctx context.Context) error { return s.db.Ping(ctx) }
 
 func (s *sqlStore) Close() error { return s.db.Close() }

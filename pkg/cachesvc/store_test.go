@@ -58,7 +58,7 @@ func rawDB(t *testing.T, driver, dsn string) *sql.DB {
 
 func TestMigrations(t *testing.T) {
 	ctx := context.Background()
-	key := cache.Key{Project: "p", Domain: "d", TaskName: "t", TaskVersion: "v", CacheKey: "k"}
+	key := cache.Key{Org: "o", Project: "p", Domain: "d", Key: "k"}
 	for name, backend := range databases() {
 		t.Run(name, func(t *testing.T) {
 			b := backend(t)
@@ -73,7 +73,7 @@ func TestMigrations(t *testing.T) {
 			if err != nil {
 				t.Fatalf("first open: %v", err)
 			}
-			if ok, err := st.Put(ctx, key, cache.Entry{OutputURI: "s3://b/o", CreatedAt: t0}, false, time.Time{}); err != nil || !ok {
+			if ok, err := st.Put(ctx, key, cache.Entry{OutputURI: "s3://b/o", LastUpdatedAt: t0}, false, time.Time{}); err != nil || !ok {
 				t.Fatalf("put: %v %v", ok, err)
 			}
 			_ = st.Close()
@@ -90,8 +90,8 @@ func TestMigrations(t *testing.T) {
 			_ = st.Close()
 			raw := b.raw(t)
 			var versions int
-			if err := raw.QueryRowContext(ctx, `SELECT COUNT(*) FROM cache_schema_migrations`).Scan(&versions); err != nil || versions != 1 {
-				t.Fatalf("cache schema versions: %d %v, want 1", versions, err)
+			if err := raw.QueryRowContext(ctx, `SELECT COUNT(*) FROM cache_schema_migrations`).Scan(&versions); err != nil || versions != 2 {
+				t.Fatalf("cache schema versions: %d %v, want 2", versions, err)
 			}
 
 			// A database migrated by a newer binary is refused.
@@ -112,7 +112,7 @@ func TestMigrations(t *testing.T) {
 
 func TestPurgeReservations(t *testing.T) {
 	ctx := context.Background()
-	key := cache.Key{Project: "p", Domain: "d", TaskName: "t", TaskVersion: "v", CacheKey: "k"}
+	key := cache.Key{Org: "o", Project: "p", Domain: "d", Key: "k"}
 	dir := t.TempDir()
 	st := sqliteStore(t, dir)
 	if _, err := st.GetOrExtendReservation(ctx, key, "a", time.Second, t0); err != nil { // expires t0+3s
@@ -182,7 +182,7 @@ func TestStoreReservationRace(t *testing.T) {
 			st := open(t)
 			const rounds, racers = 40, 16
 			for round := range rounds {
-				key := cache.Key{Project: "p", Domain: "d", TaskName: "t", TaskVersion: "v", CacheKey: fmt.Sprintf("round-%d", round)}
+				key := cache.Key{Org: "o", Project: "p", Domain: "d", Key: fmt.Sprintf("round-%d", round)}
 				// Odd rounds race over an expired reservation, even ones over a free key.
 				if round%2 == 1 {
 					if _, err := st.GetOrExtendReservation(ctx, key, "gone", time.Second, t0.Add(-time.Hour)); err != nil {

@@ -81,6 +81,25 @@ type Config struct {
 	GC GCConfig `json:"gc"`
 
 	Webhook WebhookConfig `json:"webhook"` // see webhook.go
+
+	PodSecurity PodSecurityConfig `json:"podSecurity"`
+
+	// Storage and TaskLogs are read from Flyte's own sections of the same file
+	// (top-level `storage:` and `plugins: logs:`), not from `executor:`.
+	Storage  StorageConfig `json:"-"`
+	TaskLogs TaskLogConfig `json:"-"`
+}
+
+// PodSecurityConfig limits what the pods the executor creates for TaskActions
+// may do (see pkg/podsecurity): whoever may create a TaskAction may otherwise
+// have the executor create any pod its own service account may create.
+type PodSecurityConfig struct {
+	// Level is a Pod Security Standards level: baseline, restricted or privileged.
+	Level string `json:"level"`
+	// AllowedServiceAccounts lists, per namespace, the service accounts task
+	// pods may run as; "*" as a namespace covers namespaces not listed, "*" as
+	// an account allows any. Empty: any service account in any namespace.
+	AllowedServiceAccounts ServiceAccounts `json:"allowedServiceAccounts"`
 }
 
 // Default returns the configuration used when nothing else is given.
@@ -121,5 +140,9 @@ func Default() Config {
 		},
 
 		Webhook: DefaultWebhook(),
+
+		PodSecurity: PodSecurityConfig{Level: "baseline"},
+
+		TaskLogs: DefaultTaskLogConfig(),
 	}
 }

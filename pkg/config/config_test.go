@@ -1,8 +1,10 @@
 package config_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/taskaction/executor/pkg/config"
+	"github.com/taskaction/executor/pkg/config/configtest"
 )
 
 // The documented defaults (README.md, Configuration keys); a change here is a change of behaviour.
@@ -48,6 +51,8 @@ func TestDefaults(t *testing.T) {
 		{"kubeAPIBurst", d.KubeAPIBurst, 200},
 		{"gc.interval", d.GC.Interval.Duration, 30 * time.Minute},
 		{"gc.maxTTL", d.GC.MaxTTL.Duration, time.Hour},
+		{"podSecurity.level", d.PodSecurity.Level, "baseline"},
+		{"podSecurity.allowedServiceAccounts", len(d.PodSecurity.AllowedServiceAccounts), 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.key, func(t *testing.T) {
@@ -64,7 +69,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c != d {
+	if !reflect.DeepEqual(c, d) {
 		t.Errorf("Load(\"\", nil) = %+v, want the defaults %+v", c, d)
 	}
 }
@@ -106,10 +111,15 @@ func TestEveryKeyHasAFlag(t *testing.T) {
 func flatten(prefix string, m map[string]any) map[string]string {
 	out := map[string]string{}
 	for k, v := range m {
-		if sub, ok := v.(map[string]any); ok {
+		sub, isMap := v.(map[string]any)
+		if isMap && len(sub) > 0 {
 			for sk, sv := range flatten(prefix+k+".", sub) {
 				out[sk] = sv
 			}
+			continue
+		}
+		if isMap { // an empty mapping (allowedServiceAccounts): its flag's default is ""
+			out[prefix+k] = ""
 			continue
 		}
 		b, _ := yaml.Marshal(v)
@@ -130,18 +140,35 @@ func writeFile(t *testing.T, body string) string {
 // load parses args as the binary would and loads with the file.
 func load(t *testing.T, file string, args ...string) (config.Config, error) {
 	t.Helper()
+	fs, path, err := parse(t, file, args...)
+	if err != nil {
+		return config.Config{}, err
+	}
+	return config.Load(path, fs)
+}
+
+// loadPath is load that also returns the file's path.
+func loadPath(t *testing.T, file string, args ...string) (string, error) {
+	t.Helper()
+	fs, path, err := parse(t, file, args...)
+	if err != nil {
+		return path, err
+	}
+	_, err = config.Load(path, fs)
+	return path, err
+}
+
+func parse(t *testing.T, file string, args ...string) (*pflag.FlagSet, string, error) {
+	t.Helper()
 	d := config.Default()
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 	fs.String("config", "", "")
 	config.BindFlags(fs, &d)
-	if err := fs.Parse(args); err != nil {
-		return config.Config{}, err
-	}
 	path := ""
 	if file != "" {
 		path = writeFile(t, file)
 	}
-	return config.Load(path, fs)
+	return fs, path, fs.Parse(args)
 }
 
 func TestPrecedence(t *testing.T) {
@@ -149,7 +176,7 @@ func TestPrecedence(t *testing.T) {
 executor:
   cluster: from-file
   maxSystemFailures: 5
-  requeueDuration: 20s
+  requeueDuration: 12s
   leaderElect: true
   gc:
     maxTTL: 2h
@@ -164,16 +191,16 @@ executor:
 			return diffs(c.Cluster == "" && c.MaxSystemFailures == 3 && c.RequeueDuration.Duration == 10*time.Second)
 		}},
 		{"file over defaults", file, nil, func(c config.Config) []string {
-			return diffs(c.Cluster == "from-file", c.MaxSystemFailures == 5, c.RequeueDuration.Duration == 20*time.Second,
+			return diffs(c.Cluster == "from-file", c.MaxSystemFailures == 5, c.RequeueDuration.Duration == 12*time.Second,
 				c.LeaderElect, c.GC.MaxTTL.Duration == 2*time.Hour,
 				// Keys the file does not name keep their defaults, also inside gc.
 				c.GC.Interval.Duration == 30*time.Minute, c.MetricsBindAddress == ":10254")
 		}},
 		{"flags over file", file, []string{
-			"--executor.cluster=from-flag", "--executor.maxSystemFailures=7", "--executor.requeueDuration=1m",
+			"--executor.cluster=from-flag", "--executor.maxSystemFailures=7", "--executor.requeueDuration=5s",
 			"--executor.leaderElect=false", "--executor.gc.maxTTL=3h",
 		}, func(c config.Config) []string {
-			return diffs(c.Cluster == "from-flag", c.MaxSystemFailures == 7, c.RequeueDuration.Duration == time.Minute,
+			return diffs(c.Cluster == "from-flag", c.MaxSystemFailures == 7, c.RequeueDuration.Duration == 5*time.Second,
 				!c.LeaderElect, c.GC.MaxTTL.Duration == 3*time.Hour)
 		}},
 		{"flag equal to the default still beats the file", file, []string{"--executor.maxSystemFailures=3"}, func(c config.Config) []string {
@@ -206,94 +233,88 @@ func diffs(oks ...bool) []string {
 	return out
 }
 
-func TestInvalid(t *testing.T) {
-	certDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(certDir, "tls.crt"), []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		name string
-		file string
-		args []string
-		want []string // substrings of the error; the first names the key
-	}{
-		{"gc enabled without maxTTL (file)", "executor:\n  gc:\n    interval: 5m\n    maxTTL: 0s\n", nil,
-			[]string{"gc.maxTTL must be positive when gc is enabled"}},
-		{"gc enabled without maxTTL (flag)", "", []string{"--executor.gc.maxTTL=0s"},
-			[]string{"gc.maxTTL must be positive when gc is enabled"}},
-		{"gc negative maxTTL", "", []string{"--executor.gc.maxTTL=-1h"},
-			[]string{"gc.maxTTL must be positive when gc is enabled"}},
-		{"negative gc interval", "", []string{"--executor.gc.interval=-1m"}, []string{"gc.interval", "negative"}},
-		{"negative maxSystemFailures (file)", "executor:\n  maxSystemFailures: -1\n", nil, []string{"maxSystemFailures", "negative"}},
-		{"negative maxSystemFailures (flag)", "", []string{"--executor.maxSystemFailures=-2"}, []string{"maxSystemFailures", "negative"}},
-		{"negative requeueDuration", "executor:\n  requeueDuration: -5s\n", nil, []string{"requeueDuration", "negative"}},
-		{"zero requeueDuration", "", []string{"--executor.requeueDuration=0s"}, []string{"requeueDuration", "positive"}},
-		{"unparsable duration in file", "executor:\n  requeueDuration: soon\n", nil, []string{"requeueDuration", `invalid duration "soon"`}},
-		{"unparsable nested duration in file", "executor:\n  gc:\n    interval: 5 minutes\n", nil, []string{"gc.interval", "invalid duration"}},
-		{"number as duration in file", "executor:\n  gc:\n    maxTTL: 3600\n", nil, []string{"gc.maxTTL", "duration must be a string"}},
-		{"unparsable duration flag", "", []string{"--executor.requeueDuration=soon"}, []string{"executor.requeueDuration", "invalid"}},
-		{"unparsable nested duration flag", "", []string{"--executor.gc.interval=xyz"}, []string{"executor.gc.interval", "invalid"}},
-		{"unknown key", "executor:\n  metricsBindAdress: \":1\"\n", nil, []string{`unknown key "metricsBindAdress"`}},
-		{"unknown nested gc key", "executor:\n  gc:\n    ttl: 1h\n", nil, []string{`unknown key "gc.ttl"`}},
-		{"key with wrong case", "executor:\n  LeaderElect: true\n", nil, []string{`unknown key "LeaderElect"`}},
-		{"unknown section", "exeuctor:\n  leaderElect: true\n", nil, []string{`unknown section "exeuctor"`}},
-		{"wrong type", "executor:\n  maxSystemFailures: three\n", nil, []string{"maxSystemFailures", "must be a int"}},
-		{"gc not a mapping", "executor:\n  gc: 5m\n", nil, []string{"executor.gc must be a mapping"}},
-		{"malformed eventsServiceURL", "", []string{"--executor.eventsServiceURL=localhost:8090"}, []string{"eventsServiceURL", "not an http(s) URL"}},
-		{"eventsServiceURL without host", "executor:\n  eventsServiceURL: http://\n", nil, []string{"eventsServiceURL", "not an http(s) URL"}},
-		{"malformed cacheServiceURL", "executor:\n  cacheServiceURL: \"http://exa mple\"\n", nil, []string{"cacheServiceURL", "not an http(s) URL"}},
-		{"metricsCertPath without files", "", []string{"--executor.metricsCertPath=" + t.TempDir()}, []string{"metricsCertPath", "tls.crt", "not readable"}},
-		{"metricsCertPath without key", "", []string{"--executor.metricsCertPath=" + certDir}, []string{"metricsCertPath", "tls.key", "not readable"}},
-		{"metricsCertPath with other names", "", []string{"--executor.metricsCertPath=" + certDir, "--executor.metricsCertName=srv.crt"}, []string{"metricsCertPath", "srv.crt"}},
-		{"webhookCertPath without files", "", []string{"--executor.webhookCertPath=" + t.TempDir()}, []string{"webhookCertPath", "not readable"}},
-		{"bad bind address", "", []string{"--executor.healthProbeBindAddress=8081"}, []string{"healthProbeBindAddress", "host:port"}},
-		{"bad webhookPort", "", []string{"--executor.webhookPort=70000"}, []string{"webhookPort"}},
-		{"bad defaultCPU", "", []string{"--executor.defaultCPU=lots"}, []string{"defaultCPU", "quantity"}},
-		{"zero maxConcurrentReconciles", "", []string{"--executor.maxConcurrentReconciles=0"}, []string{"maxConcurrentReconciles"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := load(t, tc.file, tc.args...)
-			if err == nil {
-				t.Fatalf("accepted; want an error mentioning %q", tc.want)
+// Every row of the bad-configuration matrix, with its exact message.
+func TestMatrix(t *testing.T) {
+	for _, tc := range configtest.Matrix(configtest.NewCerts(t)) {
+		t.Run(tc.Name, func(t *testing.T) {
+			path, err := loadPath(t, tc.File, tc.Args...)
+			got := ""
+			if err != nil {
+				got = err.Error()
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
+			want := strings.ReplaceAll(tc.Want, configtest.FilePlaceholder, path)
+			if got != want {
+				t.Errorf("args %q, file %q:\n got %q\nwant %q", tc.Args, tc.File, got, want)
 			}
 		})
 	}
-	t.Run("gc message is exact", func(t *testing.T) {
-		_, err := load(t, "", "--executor.gc.maxTTL=0s")
-		if err == nil || err.Error() != "gc.maxTTL must be positive when gc is enabled" {
-			t.Errorf("got %v", err)
+}
+
+// Validation problems are typed, so a caller can list them.
+func TestValidationErrorLists(t *testing.T) {
+	c := config.Default()
+	c.MaxSystemFailures = -1
+	c.RequeueDuration = config.Duration{Duration: time.Hour}
+	var ve *config.ValidationError
+	if err := c.Validate(); !errors.As(err, &ve) {
+		t.Fatalf("Validate = %v, want a *ValidationError", err)
+	}
+	var keys []string
+	for _, p := range ve.Problems {
+		keys = append(keys, p.Key)
+	}
+	if strings.Join(keys, ",") != "maxSystemFailures,requeueDuration" {
+		t.Errorf("keys %v", keys)
+	}
+}
+
+// A Flyte deployment's spelling lands in our key.
+func TestFlyteSpelling(t *testing.T) {
+	c, err := load(t, "executor:\n  EventsServiceURL: http://flyte-http.flyte:8090\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.EventsServiceURL != "http://flyte-http.flyte:8090" {
+		t.Errorf("eventsServiceURL = %q", c.EventsServiceURL)
+	}
+	// A flag (our spelling) still wins over the file (Flyte's).
+	c, err = load(t, "executor:\n  EventsServiceURL: http://a:1\n", "--executor.eventsServiceURL=http://b:2")
+	if err != nil || c.EventsServiceURL != "http://b:2" {
+		t.Errorf("got %q, %v", c.EventsServiceURL, err)
+	}
+}
+
+func TestPodSecurityFlagAndFileAgree(t *testing.T) {
+	want := config.ServiceAccounts{"team-a": {"runner", "builder"}, "*": {"default"}}
+	fromFlag, err := load(t, "", "--executor.podSecurity.allowedServiceAccounts=team-a=runner,team-a=builder,*=default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := load(t, "executor:\n  podSecurity:\n    allowedServiceAccounts:\n      team-a: [runner, builder]\n      \"*\": [default]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]config.Config{"flag": fromFlag, "file": fromFile} {
+		if !reflect.DeepEqual(c.PodSecurity.AllowedServiceAccounts, want) {
+			t.Errorf("%s: %v, want %v", name, c.PodSecurity.AllowedServiceAccounts, want)
 		}
-	})
-	t.Run("bare 0 disables gc in a file", func(t *testing.T) {
-		c, err := load(t, "executor:\n  gc:\n    interval: 0\n    maxTTL: 0\n")
-		if err != nil {
-			t.Fatalf("rejected: %v", err)
+		p, err := c.PodSecurity.Policy()
+		if err != nil || p.Level() != "baseline" {
+			t.Errorf("%s: policy %v, %v", name, p, err)
 		}
-		if c.GC.Interval.Duration != 0 || c.GC.MaxTTL.Duration != 0 {
-			t.Errorf("gc = %+v", c.GC)
-		}
-	})
+	}
+	// The flag form round-trips through String, which Load relies on.
+	var back config.ServiceAccounts
+	if err := back.Set(want.String()); err != nil || !reflect.DeepEqual(back, want) {
+		t.Errorf("round trip of %q: %v, %v", want.String(), back, err)
+	}
+}
+
+func TestEmptyValuesKeepDefaults(t *testing.T) {
 	t.Run("empty duration keeps the default", func(t *testing.T) {
 		c, err := load(t, "executor:\n  requeueDuration:\n")
 		if err != nil || c.RequeueDuration.Duration != 10*time.Second {
 			t.Errorf("got %v, %v", c.RequeueDuration, err)
-		}
-	})
-	t.Run("gc disabled needs no maxTTL", func(t *testing.T) {
-		if _, err := load(t, "", "--executor.gc.interval=0s", "--executor.gc.maxTTL=0s"); err != nil {
-			t.Errorf("gc disabled rejected: %v", err)
-		}
-	})
-	t.Run("every invalid key is reported", func(t *testing.T) {
-		_, err := load(t, "", "--executor.maxSystemFailures=-1", "--executor.requeueDuration=-1s")
-		if err == nil || !strings.Contains(err.Error(), "maxSystemFailures") || !strings.Contains(err.Error(), "requeueDuration") {
-			t.Errorf("got %v", err)
 		}
 	})
 	t.Run("missing file", func(t *testing.T) {
@@ -302,22 +323,6 @@ func TestInvalid(t *testing.T) {
 			t.Errorf("got %v", err)
 		}
 	})
-}
-
-func TestCertPathWithFiles(t *testing.T) {
-	dir := t.TempDir()
-	for _, n := range []string{"tls.crt", "tls.key"} {
-		if err := os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := load(t, "", "--executor.metricsCertPath="+dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.MetricsCertPath != dir {
-		t.Errorf("metricsCertPath = %q", c.MetricsCertPath)
-	}
 }
 
 // YAML output is what `executor config` prints; it must load back to the same Config.
@@ -339,7 +344,7 @@ func TestYAMLRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back != c {
+	if !reflect.DeepEqual(back, c) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", back, c)
 	}
 }
@@ -351,7 +356,7 @@ func TestEmptyFileAndSection(t *testing.T) {
 			t.Errorf("%q: %v", body, err)
 			continue
 		}
-		if c != config.Default() {
+		if !reflect.DeepEqual(c, config.Default()) {
 			t.Errorf("%q: not the defaults", body)
 		}
 	}

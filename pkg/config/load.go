@@ -1,9 +1,11 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"sort"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -53,6 +56,9 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	d(&c.GC.Interval, "gc.interval", "interval between garbage-collection sweeps (0 disables the collector)")
 	d(&c.GC.MaxTTL, "gc.maxTTL", "how long a terminal TaskAction is kept")
 	bindWebhookFlags(fs, &c.Webhook)
+	s(&c.PodSecurity.Level, "podSecurity.level", "Pod Security Standards level task pods must meet: baseline, restricted or privileged")
+	fs.Var(&c.PodSecurity.AllowedServiceAccounts, flagPrefix+"podSecurity.allowedServiceAccounts",
+		"service accounts task pods may use, per namespace: ns=sa,ns=sa2,other=* (\"*\" as namespace: every other one); empty: any")
 }
 
 // Load builds the effective configuration: defaults, then the YAML file at path
@@ -86,6 +92,24 @@ func Load(path string, flags *pflag.FlagSet) (Config, error) {
 	return c, nil
 }
 
+// quantityKeys hold resource quantities, which YAML may read as numbers.
+var quantityKeys = map[string]bool{"defaultCPU": true, "defaultMemory": true}
+
+func isJSONNumber(raw json.RawMessage) bool {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if d.Decode(&v) != nil {
+		return false
+	}
+	_, ok := v.(json.Number)
+	return ok
+}
+
+// flyteSpellings are keys of the executor section as Flyte's executor spells
+// them, accepted beside ours so that a Flyte deployment's file loads.
+var flyteSpellings = map[string]string{"EventsServiceURL": "eventsServiceURL"}
+
 func loadFile(path string, c *Config) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -93,22 +117,57 @@ func loadFile(path string, c *Config) error {
 	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
+		if key := nonFiniteKey(raw); key != "" {
+			return fmt.Errorf("config file %s: %s: NaN and infinities are not accepted", path, key)
+		}
 		return fmt.Errorf("config file %s: not valid YAML: %w", path, err)
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(js, &top); err != nil {
 		return fmt.Errorf("config file %s: the top level must be a mapping with a section %q", path, Section)
 	}
-	for k := range top {
-		if k != Section {
-			return fmt.Errorf("config file %s: unknown section %q (expected %q)", path, k, Section)
+	// A file shared with Flyte's other components holds their sections too
+	// (storage, webhook, logger, plugins, tasks, ...): they are not ours to
+	// judge. A near miss of ours is a typo, not another component's section.
+	for _, k := range sortedKeys(top) {
+		if k != Section && (strings.EqualFold(k, Section) || editDistance(k, Section) <= 2) {
+			return fmt.Errorf("config file %s: unknown section %q (did you mean %q?)", path, k, Section)
 		}
+	}
+	if err := loadFlyteSections(top, c, path); err != nil {
+		return err
 	}
 	sec, ok := top[Section]
 	if !ok || string(sec) == "null" {
 		return nil
 	}
 	return decodeSection("", reflect.ValueOf(c).Elem(), sec, path)
+}
+
+// loadFlyteSections reads the sections the executor shares with Flyte's other
+// components, as they write them: `storage:` and `plugins: logs:`.
+func loadFlyteSections(top map[string]json.RawMessage, c *Config, path string) error {
+	if raw, ok := top[StorageSection]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &c.Storage); err != nil {
+			return fmt.Errorf("config file %s: %s: %v", path, StorageSection, err)
+		}
+	}
+	plugins, ok := top["plugins"]
+	if !ok || string(plugins) == "null" {
+		return nil
+	}
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(plugins, &p); err != nil {
+		return fmt.Errorf("config file %s: plugins must be a mapping", path)
+	}
+	if raw, ok := p["logs"]; ok && string(raw) != "null" {
+		logs := TaskLogConfig{}
+		if err := json.Unmarshal(raw, &logs); err != nil {
+			return fmt.Errorf("config file %s: %s: %v", path, TaskLogSection, err)
+		}
+		c.TaskLogs = logs
+	}
+	return nil
 }
 
 // decodeSection decodes a mapping into the struct v key by key, so that every
@@ -123,15 +182,24 @@ func decodeSection(prefix string, v reflect.Value, raw json.RawMessage, path str
 		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
 		fields[name] = v.Field(i)
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	if prefix == "" {
+		for flyte, ours := range flyteSpellings {
+			fv, hasFlyte := m[flyte]
+			if !hasFlyte {
+				continue
+			}
+			if ov, hasOurs := m[ours]; hasOurs && !sameValue(fields[ours].Type(), fv, ov) {
+				return fmt.Errorf("config file %s: %s and %s (Flyte's spelling) are both set, to %s and %s: keep one",
+					path, ours, flyte, ov, fv)
+			}
+			m[ours] = fv
+			delete(m, flyte)
+		}
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(m) {
 		f, ok := fields[k]
 		if !ok {
-			return fmt.Errorf("config file %s: unknown key %q", path, prefix+k)
+			return fmt.Errorf("config file %s: unknown key %q in section %s%s", path, prefix+k, Section, suggest(k, fields))
 		}
 		if f.Kind() == reflect.Struct && f.Type() != reflect.TypeOf(Duration{}) {
 			if err := decodeSection(prefix+k+".", f, m[k], path); err != nil {
@@ -139,15 +207,127 @@ func decodeSection(prefix string, v reflect.Value, raw json.RawMessage, path str
 			}
 			continue
 		}
+		if quantityKeys[prefix+k] && isJSONNumber(m[k]) {
+			// `defaultCPU: 2` is a quantity written as YAML reads a number.
+			f.SetString(string(m[k]))
+			continue
+		}
 		if err := json.Unmarshal(m[k], f.Addr().Interface()); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) {
-				return fmt.Errorf("config file %s: %s must be a %s, got a %s", path, prefix+k, f.Type(), te.Value)
+				return fmt.Errorf("config file %s: %s must be %s, got a %s", path, prefix+k, typeName(f.Type()), te.Value)
 			}
 			return fmt.Errorf("config file %s: %s: %v", path, prefix+k, err)
 		}
 	}
 	return nil
+}
+
+// nonFiniteKey finds the first key (dotted, in the section's terms for
+// ours) whose value is .nan or .inf, which JSON cannot hold; "" if none.
+func nonFiniteKey(raw []byte) string {
+	var doc map[string]any
+	if yamlv3.Unmarshal(raw, &doc) != nil {
+		return ""
+	}
+	var walk func(prefix string, v any) string
+	walk = func(prefix string, v any) string {
+		switch t := v.(type) {
+		case float64:
+			if math.IsNaN(t) || math.IsInf(t, 0) {
+				return prefix
+			}
+		case map[string]any:
+			for _, k := range sortedKeys(t) {
+				if p := walk(prefix+"."+k, t[k]); p != "" {
+					return p
+				}
+			}
+		case []any:
+			for i, e := range t {
+				if p := walk(fmt.Sprintf("%s[%d]", prefix, i), e); p != "" {
+					return p
+				}
+			}
+		}
+		return ""
+	}
+	for _, k := range sortedKeys(doc) {
+		if p := walk(k, doc[k]); p != "" {
+			return strings.TrimPrefix(p, Section+".")
+		}
+	}
+	return ""
+}
+
+// sameValue compares two spellings of one key as the key's type reads them.
+func sameValue(t reflect.Type, a, b json.RawMessage) bool {
+	va, vb := reflect.New(t), reflect.New(t)
+	if json.Unmarshal(a, va.Interface()) != nil || json.Unmarshal(b, vb.Interface()) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va.Elem().Interface(), vb.Elem().Interface())
+}
+
+func typeName(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeOf(ServiceAccounts{}):
+		return "a mapping from namespace to a list of service accounts"
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() == reflect.Int:
+		return "an integer"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "a number"
+	}
+	return "a " + t.String()
+}
+
+// suggest names the key k was probably meant to be, if any.
+func suggest(k string, fields map[string]reflect.Value) string {
+	best, bestD := "", 3
+	for name := range fields {
+		d := editDistance(strings.ToLower(k), strings.ToLower(name))
+		if d < bestD || (d == bestD && name < best) {
+			best, bestD = name, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // YAML renders c as a config file with the `executor:` section.

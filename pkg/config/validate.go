@@ -1,122 +1,275 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// Validate reports every invalid key in one line, or nil.
-func (c Config) Validate() error {
-	var errs []error
-	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+// Bounds of the numeric keys. Each is documented in the README's key table.
+const (
+	// MinRequeueDuration keeps timed requeues from becoming a hot loop.
+	MinRequeueDuration = time.Second
+	// ReservationLapse is the shortest time a cache reservation outlives its
+	// last renewal at the services the executor talks to: a service grants 3
+	// heartbeats, the heartbeat being the one asked for (requeueDuration)
+	// capped at the service's maximum, 10s for Flyte's cache service by default
+	// (1m for ours, cachesvc.MaxHeartbeat).
+	ReservationLapse = 3 * 10 * time.Second
+	// MaxRequeueDuration: the holder of a reservation renews it once per
+	// requeueDuration, so requeueDuration must stay below ReservationLapse
+	// with room for a busy work queue; half of it leaves 15s.
+	MaxRequeueDuration = ReservationLapse / 2
+	// MinGCInterval keeps the collector's sweeps (a paged LIST of every
+	// TaskAction) from becoming a hot loop.
+	MinGCInterval = time.Minute
+	// MaxSystemFailuresLimit bounds the relaunches of one attempt (the
+	// controller stores the count as int32).
+	MaxSystemFailuresLimit = 100
+	// MaxConcurrentReconcilesLimit bounds the worker goroutines; more only
+	// wait on the client's QPS limit and cost memory.
+	MaxConcurrentReconcilesLimit = 1024
+)
 
+// Problem is one invalid key.
+type Problem struct {
+	Key     string // dotted, as in the file: "gc.maxTTL"
+	Message string
+}
+
+func (p Problem) String() string { return p.Key + ": " + p.Message }
+
+// ValidationError lists every invalid key, one per line.
+type ValidationError struct{ Problems []Problem }
+
+func (e *ValidationError) Error() string {
+	if len(e.Problems) == 1 {
+		return e.Problems[0].String()
+	}
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = "  " + p.String()
+	}
+	return fmt.Sprintf("%d problems:\n%s", len(e.Problems), strings.Join(lines, "\n"))
+}
+
+// Validate is the one check of a configuration, run by `executor config` and
+// by every command that starts something, before anything starts. It reports
+// every invalid key (a *ValidationError), or nil. It reads the certificate
+// files the servers would load; it contacts nothing.
+func (c Config) Validate() error {
+	var ps []Problem
+	add := func(key, format string, a ...any) { ps = append(ps, Problem{key, fmt.Sprintf(format, a...)}) }
+
+	binds := map[string]bindAddr{}
 	for _, kv := range [][2]string{
 		{"metricsBindAddress", c.MetricsBindAddress},
 		{"healthProbeBindAddress", c.HealthProbeBindAddress},
 	} {
-		if err := validateBindAddress(kv[1]); err != nil {
-			add("%s: %v", kv[0], err)
+		b, err := parseBindAddress(kv[1])
+		if err != nil {
+			add(kv[0], "%v", err)
+			continue
 		}
+		binds[kv[0]] = b
 	}
 	if c.WebhookPort < 1 || c.WebhookPort > 65535 {
-		add("webhookPort must be between 1 and 65535, got %d", c.WebhookPort)
+		add("webhookPort", "must be between 1 and 65535, got %d", c.WebhookPort)
+	} else if c.Webhook.Active() {
+		// The webhook server listens only when the webhooks are served.
+		binds["webhookPort"] = bindAddr{host: c.Webhook.Host, port: c.WebhookPort, on: true}
+	}
+	for _, pair := range [][2]string{
+		{"metricsBindAddress", "healthProbeBindAddress"},
+		{"metricsBindAddress", "webhookPort"},
+		{"healthProbeBindAddress", "webhookPort"},
+	} {
+		a, aok := binds[pair[0]]
+		b, bok := binds[pair[1]]
+		if aok && bok && a.overlaps(b) {
+			add(pair[1], "port %d is also %s's; the servers need different ports", b.port, pair[0])
+		}
+	}
+	if ns := c.LeaderElectionNamespace; ns != "" {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			add("leaderElectionNamespace", "%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
 	}
 	for _, kv := range [][2]string{
 		{"eventsServiceURL", c.EventsServiceURL},
 		{"cacheServiceURL", c.CacheServiceURL},
 	} {
-		if err := validateServiceURL(kv[1]); err != nil {
-			add("%s: %v", kv[0], err)
+		if err := ValidateServiceURL(kv[1]); err != nil {
+			add(kv[0], "%v", err)
 		}
 	}
-	if err := validateCertDir("metricsCertPath", c.MetricsCertPath, c.MetricsCertName, c.MetricsCertKey); err != nil {
-		errs = append(errs, err)
+	if err := validateCertDir(c.MetricsCertPath, c.MetricsCertName, c.MetricsCertKey); err != nil {
+		add("metricsCertPath", "%v", err)
 	}
-	if err := validateCertDir("webhookCertPath", c.WebhookCertPath, c.WebhookCertName, c.WebhookCertKey); err != nil {
-		errs = append(errs, err)
+	if err := validateCertDir(c.WebhookCertPath, c.WebhookCertName, c.WebhookCertKey); err != nil {
+		add("webhookCertPath", "%v", err)
+	}
+	if sa := c.DefaultK8sServiceAccount; sa != "" {
+		if errs := validation.IsDNS1123Subdomain(sa); len(errs) > 0 {
+			add("defaultK8sServiceAccount", "%q is not a service account name: %s", sa, strings.Join(errs, "; "))
+		}
 	}
 	for _, kv := range [][2]string{{"defaultCPU", c.DefaultCPU}, {"defaultMemory", c.DefaultMemory}} {
-		if _, err := resource.ParseQuantity(kv[1]); err != nil {
-			add("%s: %q is not a resource quantity", kv[0], kv[1])
+		if err := validateDefaultQuantity(kv[1]); err != nil {
+			add(kv[0], "%v", err)
 		}
 	}
-	if c.ImagePullGracePeriod.Duration < 0 {
-		add("imagePullGracePeriod must not be negative, got %v", c.ImagePullGracePeriod)
+	for _, kv := range []struct {
+		key string
+		d   Duration
+	}{{"imagePullGracePeriod", c.ImagePullGracePeriod}, {"createContainerGracePeriod", c.CreateContainerGracePeriod}} {
+		if kv.d.Duration <= 0 {
+			add(kv.key, "must be positive, got %v (there is no \"no grace\" value: use a short period such as 1s)", kv.d)
+		}
 	}
-	if c.CreateContainerGracePeriod.Duration < 0 {
-		add("createContainerGracePeriod must not be negative, got %v", c.CreateContainerGracePeriod)
+	if n := c.MaxSystemFailures; n < 0 || n > MaxSystemFailuresLimit {
+		add("maxSystemFailures", "must be between 0 and %d, got %d", MaxSystemFailuresLimit, n)
 	}
-	if c.MaxSystemFailures < 0 {
-		add("maxSystemFailures must not be negative, got %d", c.MaxSystemFailures)
+	if n := c.MaxConcurrentReconciles; n < 1 || n > MaxConcurrentReconcilesLimit {
+		add("maxConcurrentReconciles", "must be between 1 and %d, got %d", MaxConcurrentReconcilesLimit, n)
 	}
-	if c.MaxConcurrentReconciles < 1 {
-		add("maxConcurrentReconciles must be at least 1, got %d", c.MaxConcurrentReconciles)
+	switch d := c.RequeueDuration.Duration; {
+	case d < MinRequeueDuration:
+		add("requeueDuration", "must be at least %v (shorter requeues make a hot loop), got %v", MinRequeueDuration, c.RequeueDuration)
+	case d > MaxRequeueDuration:
+		add("requeueDuration", "must be at most %v, got %v: it is also the cache reservation heartbeat, and a reservation lapses %v after its last renewal",
+			MaxRequeueDuration, c.RequeueDuration, ReservationLapse)
 	}
-	if c.RequeueDuration.Duration < 0 {
-		add("requeueDuration must not be negative, got %v", c.RequeueDuration)
-	} else if c.RequeueDuration.Duration == 0 {
-		add("requeueDuration must be positive, got 0s")
-	}
-	if c.KubeAPIQPS <= 0 {
-		add("kubeAPIQPS must be positive, got %v", c.KubeAPIQPS)
+	if q := float64(c.KubeAPIQPS); math.IsNaN(q) || math.IsInf(q, 0) || q <= 0 {
+		add("kubeAPIQPS", "must be a positive finite number, got %v", c.KubeAPIQPS)
 	}
 	if c.KubeAPIBurst < 1 {
-		add("kubeAPIBurst must be at least 1, got %d", c.KubeAPIBurst)
+		add("kubeAPIBurst", "must be at least 1, got %d", c.KubeAPIBurst)
 	}
-	if c.GC.Interval.Duration < 0 {
-		add("gc.interval must not be negative (0 disables gc), got %v", c.GC.Interval)
+	if d := c.GC.Interval.Duration; d < 0 || (d > 0 && d < MinGCInterval) {
+		add("gc.interval", "must be 0 (gc disabled) or at least %v (each sweep lists every TaskAction), got %v", MinGCInterval, c.GC.Interval)
 	} else if c.GC.Interval.Duration > 0 && c.GC.MaxTTL.Duration <= 0 {
-		add("gc.maxTTL must be positive when gc is enabled")
+		add("gc.maxTTL", "must be positive when gc is enabled, got %v", c.GC.MaxTTL)
 	}
-	errs = append(errs, c.Webhook.validate()...)
-	if len(errs) == 0 {
+	ps = append(ps, c.Webhook.validate()...)
+	ps = append(ps, c.PodSecurity.validate()...)
+	for _, err := range []error{c.Storage.Validate(), c.TaskLogs.Validate()} {
+		if err == nil {
+			continue
+		}
+		// Each line of these names its own dotted key first: "storage.type \"x\": want ...".
+		for _, line := range strings.Split(err.Error(), "\n") {
+			key, msg, _ := strings.Cut(line, " ")
+			add(key, "%s", msg)
+		}
+	}
+	if len(ps) == 0 {
 		return nil
 	}
-	msg := errs[0].Error()
-	for _, e := range errs[1:] {
-		msg += "; " + e.Error()
-	}
-	return errors.New(msg)
+	return &ValidationError{Problems: ps}
 }
 
-func validateBindAddress(addr string) error {
+// bindAddr is a parsed listen address; on is false for "0" (disabled).
+type bindAddr struct {
+	host string
+	port int
+	on   bool
+}
+
+func parseBindAddress(addr string) (bindAddr, error) {
 	if addr == "0" {
+		return bindAddr{}, nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return bindAddr{}, fmt.Errorf("%q is not host:port (or \"0\" to disable)", addr)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return bindAddr{}, fmt.Errorf("%q has an invalid port", addr)
+	}
+	return bindAddr{host: host, port: p, on: true}, nil
+}
+
+// overlaps tells whether two listeners would fight over one port: the same
+// fixed port on the same host, or on any host when either takes every interface.
+func (a bindAddr) overlaps(b bindAddr) bool {
+	if !a.on || !b.on || a.port == 0 || a.port != b.port {
+		return false
+	}
+	return a.host == b.host || wildcardHost(a.host) || wildcardHost(b.host)
+}
+
+func wildcardHost(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+
+// ValidateServiceURL checks a base URL of the events or cache service: http or
+// https, with a host, and nothing the clients would append paths after.
+func ValidateServiceURL(raw string) error {
+	if !strings.Contains(raw, "://") {
+		return fmt.Errorf("%q has no scheme: write it as \"http://%s\" (or https)", raw, strings.TrimPrefix(raw, "//"))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("%q is not a URL: %v", raw, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%q: the scheme must be http or https, not %q", raw, u.Scheme)
+	case u.Hostname() == "":
+		return fmt.Errorf("%q has no host", raw)
+	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(raw, "?"):
+		return fmt.Errorf("%q must not have a query or a fragment", raw)
+	}
+	return nil
+}
+
+// validateDefaultQuantity: "" means no default; else a positive quantity.
+func validateDefaultQuantity(v string) error {
+	if v == "" {
 		return nil
 	}
-	_, port, err := net.SplitHostPort(addr)
+	q, err := resource.ParseQuantity(v)
 	if err != nil {
-		return fmt.Errorf("%q is not host:port (or \"0\" to disable)", addr)
+		return fmt.Errorf("%q is not a resource quantity (such as \"500m\" or \"1Gi\"; \"\" for no default)", v)
 	}
-	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return fmt.Errorf("%q has an invalid port", addr)
-	}
-	return nil
-}
-
-func validateServiceURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an http(s) URL with a host", raw)
+	if q.Sign() <= 0 {
+		return fmt.Errorf("%q is not positive (use a quantity such as \"500m\" or \"1Gi\", or \"\" for no default)", v)
 	}
 	return nil
 }
 
-func validateCertDir(key, dir, certName, keyName string) error {
+// validateCertDir loads the pair the server would load at start.
+func validateCertDir(dir, certName, keyName string) error {
 	if dir == "" {
 		return nil
 	}
-	for _, name := range []string{certName, keyName} {
-		p := filepath.Join(dir, name)
-		if _, err := os.Stat(p); err != nil {
-			return fmt.Errorf("%s: %s is not readable: %v", key, p, errors.Unwrap(err))
+	certFile, keyFile := filepath.Join(dir, certName), filepath.Join(dir, keyName)
+	for _, p := range []string{certFile, keyFile} {
+		st, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("%s is not readable: %v", p, errors.Unwrap(err))
 		}
+		if st.IsDir() {
+			return fmt.Errorf("%s is a directory, not a PEM file", p)
+		}
+	}
+	if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+		return fmt.Errorf("%s and %s are not a PEM certificate and its private key: %v", certFile, keyName, err)
 	}
 	return nil
 }

@@ -117,15 +117,15 @@ func bindWebhookFlags(fs *pflag.FlagSet, w *WebhookConfig) {
 
 var envPrefixPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-func (w WebhookConfig) validate() []error {
-	var errs []error
-	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+func (w WebhookConfig) validate() []Problem {
+	var ps []Problem
+	add := func(key, format string, a ...any) { ps = append(ps, Problem{key, fmt.Sprintf(format, a...)}) }
 	if w.Host != "" && net.ParseIP(w.Host) == nil && len(validation.IsDNS1123Subdomain(w.Host)) > 0 {
-		add("webhook.host %q is neither an IP address nor a host name", w.Host)
+		add("webhook.host", "%q is neither an IP address nor a host name", w.Host)
 	}
 	if w.Namespace != "" {
 		if msgs := validation.IsDNS1123Label(w.Namespace); len(msgs) > 0 {
-			add("webhook.namespace %q is not a namespace name", w.Namespace)
+			add("webhook.namespace", "%q is not a namespace name", w.Namespace)
 		}
 	}
 	for _, kv := range [][2]string{
@@ -133,7 +133,7 @@ func (w WebhookConfig) validate() []error {
 		{"webhook.secretName", w.SecretName},
 	} {
 		if msgs := validation.IsDNS1123Label(kv[1]); len(msgs) > 0 {
-			add("%s %q is not a DNS label", kv[0], kv[1])
+			add(kv[0], "%q is not a DNS label", kv[1])
 		}
 	}
 	for _, kv := range [][2]string{
@@ -144,31 +144,31 @@ func (w WebhookConfig) validate() []error {
 			continue // no configuration receives the CA
 		}
 		if msgs := validation.IsDNS1123Subdomain(kv[1]); len(msgs) > 0 {
-			add("%s %q is not a DNS subdomain", kv[0], kv[1])
+			add(kv[0], "%q is not a DNS subdomain", kv[1])
 		}
 	}
 	for _, h := range w.ExtraCertHosts() {
 		if net.ParseIP(h) == nil && len(validation.IsDNS1123Subdomain(h)) > 0 {
-			add("webhook.certHosts: %q is neither an IP address nor a DNS name", h)
+			add("webhook.certHosts", "%q is neither an IP address nor a DNS name", h)
 		}
 	}
 	switch w.SecretManager {
 	case SecretManagerKubernetes:
 	case SecretManagerVault:
 		if w.Vault.Role == "" {
-			add("webhook.vault.role must be set when webhook.secretManager is vault")
+			add("webhook.vault.role", "must be set when webhook.secretManager is vault")
 		}
 	default:
-		add("webhook.secretManager must be %s or %s, got %q", SecretManagerKubernetes, SecretManagerVault, w.SecretManager)
+		add("webhook.secretManager", "must be %s or %s, got %q", SecretManagerKubernetes, SecretManagerVault, w.SecretManager)
 	}
 	if w.Vault.KVVersion != "1" && w.Vault.KVVersion != "2" {
-		add("webhook.vault.kvVersion must be 1 or 2, got %q", w.Vault.KVVersion)
+		add("webhook.vault.kvVersion", "must be 1 or 2, got %q", w.Vault.KVVersion)
 	}
 	if !envPrefixPattern.MatchString(w.SecretEnvPrefix) {
-		add("webhook.secretEnvPrefix %q is not the start of an environment variable name", w.SecretEnvPrefix)
+		add("webhook.secretEnvPrefix", "%q is not the start of an environment variable name", w.SecretEnvPrefix)
 	}
 	if !path.IsAbs(w.SecretMountDir) || path.Clean(w.SecretMountDir) != w.SecretMountDir || w.SecretMountDir == "/" {
-		add("webhook.secretMountDir %q must be a clean absolute directory other than /", w.SecretMountDir)
+		add("webhook.secretMountDir", "%q must be a clean absolute directory other than /", w.SecretMountDir)
 	}
-	return errs
+	return ps
 }

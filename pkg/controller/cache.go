@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/metrics"
@@ -24,12 +25,28 @@ const (
 )
 
 // cacheKey is the TaskAction's cache identity, or ok=false when it does not use the cache.
+// Until the task's interface and inputs are read here, the key covers the
+// task identity and spec.cacheKey only (Flyte's recipe over an empty interface
+// and no inputs); a template without a name and version gets a key that fails
+// validation, so the cache is skipped.
 func cacheKey(ta *flytev1.TaskAction) (cache.Key, bool) {
 	if ta.Spec.CacheKey == "" || ta.Spec.TaskTemplate == nil {
 		return cache.Key{}, false
 	}
 	id := ta.Spec.TaskTemplate.ID
-	return cache.Key{Project: ta.Spec.Project, Domain: ta.Spec.Domain, TaskName: id.Name, TaskVersion: id.Version, CacheKey: ta.Spec.CacheKey}, true
+	scope := cache.Key{Org: cache.DefaultOrg, Project: ta.Spec.Project, Domain: ta.Spec.Domain}
+	if id.Name == "" || id.Version == "" {
+		return scope, true
+	}
+	k, err := cache.ComputeKey(cache.KeyInput{
+		Task: &core.Identifier{ResourceType: core.ResourceType_TASK, Org: cache.DefaultOrg,
+			Project: ta.Spec.Project, Domain: ta.Spec.Domain, Name: id.Name, Version: id.Version},
+		Interface: &core.TypedInterface{}, Version: ta.Spec.CacheKey,
+	})
+	if err != nil {
+		return scope, true
+	}
+	return k, true
 }
 
 func cacheOwner(ta *flytev1.TaskAction) string { return ta.Namespace + "/" + ta.Name }

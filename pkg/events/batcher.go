@@ -11,8 +11,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
-	"github.com/taskaction/executor/gen/executor/events/v1/eventsv1connect"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow/workflowconnect"
 	"github.com/taskaction/executor/pkg/metrics"
 )
 
@@ -101,7 +101,7 @@ type BatcherStats struct {
 // Batcher coalesces the events of concurrent callers into few Record calls.
 // It implements Recorder, and manager.Runnable through Start.
 type Batcher struct {
-	client eventsv1connect.EventsServiceClient
+	client workflowconnect.EventsProxyServiceClient
 	opts   BatcherOptions
 
 	queue   chan *pending
@@ -114,7 +114,7 @@ type Batcher struct {
 
 type pending struct {
 	ctx  context.Context
-	ev   *eventsv1.ActionEvent
+	ev   *workflow.ActionEvent
 	done chan error // buffered: the sender never blocks on a caller that left
 }
 
@@ -122,7 +122,7 @@ var _ Recorder = (*Batcher)(nil)
 
 // NewBatcher is a Batcher sending to client (see NewClient). Events recorded
 // before Start wait in the queue; Start sends them.
-func NewBatcher(client eventsv1connect.EventsServiceClient, opts BatcherOptions) *Batcher {
+func NewBatcher(client workflowconnect.EventsProxyServiceClient, opts BatcherOptions) *Batcher {
 	opts = opts.withDefaults()
 	return &Batcher{
 		client:  client,
@@ -292,7 +292,7 @@ func (b *Batcher) send(stopCtx, sendCtx context.Context, batch []*pending) {
 	if len(live) == 0 {
 		return
 	}
-	req := &eventsv1.RecordRequest{Events: make([]*eventsv1.ActionEvent, len(live))}
+	req := &workflow.RecordRequest{Events: make([]*workflow.ActionEvent, len(live))}
 	for i, p := range live {
 		req.Events[i] = p.ev
 	}

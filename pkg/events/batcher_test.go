@@ -94,7 +94,7 @@ func testConcurrentExactlyOnce(t *testing.T, backend string) {
 	}
 	seen := map[string]int{}
 	for _, se := range got {
-		seen[se.Event.GetId().GetAction()]++
+		seen[se.Event.GetId().GetName()]++
 	}
 	for i := range n {
 		if c := seen[fmt.Sprintf("a%d", i)]; c != 1 {

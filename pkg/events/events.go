@@ -1,13 +1,16 @@
-// Package events reports TaskAction state changes to the events service.
+// Package events reports TaskAction state changes to the events service:
+// Flyte's flyteidl2.workflow.EventsProxyService, or the embedded one.
 package events
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 )
 
-// Phase is the phase an event reports.
+// Phase is the phase an event reports: Flyte's ACTION_PHASE_* without the prefix.
 type Phase string
 
 const (
@@ -19,9 +22,14 @@ const (
 	PhaseFailed              Phase = "FAILED"
 	PhaseAborted             Phase = "ABORTED"
 	PhaseTimedOut            Phase = "TIMED_OUT"
+	// PhasePaused is a condition waiting for its signal.
+	PhasePaused Phase = "PAUSED"
+	// PhaseRecovered is an action whose outputs came from an earlier run.
+	PhaseRecovered Phase = "RECOVERED"
 )
 
-// ErrorInfo is the error an event carries; the code is always sent.
+// ErrorInfo is the error an event carries. Flyte's ErrorInfo has a message and
+// a kind only; the code travels at the head of the message, as "[code] message".
 type ErrorInfo struct {
 	Code    string
 	Kind    string // USER or SYSTEM
@@ -32,21 +40,30 @@ type ErrorInfo struct {
 type ClusterEvent struct {
 	OccurredAt time.Time
 	Message    string
+	// Reason is a short machine-readable cause, e.g. a Kubernetes event reason.
+	Reason string
+	// Warning marks a Kubernetes Warning event (else Normal).
+	Warning bool
 }
 
-// LogLink points at the attempt's logs.
-type LogLink struct {
-	Name string
-	URI  string
+// CacheSource is the attempt whose outputs a cache hit served.
+type CacheSource struct {
+	Org, Project, Domain, Run, Action string
+	Attempt                           int32
 }
 
-// Event is one state change of one attempt of one action. (action, attempt,
-// phase, version) identifies it: the service stores it once.
+// Event is one state change of one attempt of one action. (org, project,
+// domain, run, action, attempt, phase, version) identifies it: the service
+// stores it once.
 type Event struct {
-	Project      string
-	Domain       string
-	Run          string
-	Action       string
+	// Org is optional: Flyte's own executor sends none.
+	Org     string
+	Project string
+	Domain  string
+	Run     string
+	Action  string
+	// ParentAction is not sent: Flyte's ActionEvent has no field for it (the
+	// actions service knows every action's parent).
 	ParentAction string
 	Attempt      int32
 	Phase        Phase
@@ -60,9 +77,16 @@ type Event struct {
 	OutputURI     string
 	ReportURI     string
 	ClusterEvents []ClusterEvent
-	LogLinks      []LogLink
-	CacheStatus   string
-	PodName       string
+	// LogLinks are the attempt's log links (pkg/tasklog renders them).
+	LogLinks []*core.TaskLog
+	// LogContext names the attempt's pods and containers; when nil, PodName
+	// (if set) becomes its primary pod.
+	LogContext *core.LogContext
+	// CacheStatus names a CatalogCacheStatus, with or without its CACHE_
+	// prefix ("HIT", "CACHE_HIT"); empty is CACHE_DISABLED.
+	CacheStatus string
+	CacheSource *CacheSource
+	PodName     string
 }
 
 // Recorder delivers events. Record returns only once the event is durable at

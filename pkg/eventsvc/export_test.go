@@ -3,6 +3,8 @@ package eventsvc
 import (
 	"context"
 	"fmt"
+
+	"github.com/taskaction/executor/internal/sqlstore"
 )
 
 // TruncateForTest empties a store's events so subtests can share one database.
@@ -13,4 +15,12 @@ func TruncateForTest(s Store) error {
 	}
 	_, err := ss.db.ExecContext(context.Background(), "DELETE FROM action_events")
 	return err
+}
+
+// MigrateToForTest brings a database to schema version v only, as an older
+// binary left it.
+func MigrateToForTest(ctx context.Context, db *sqlstore.DB, v int) error {
+	old := schema
+	old.Migrations = func(d sqlstore.Dialect) [][]string { return schema.Migrations(d)[:v] }
+	return sqlstore.Migrate(ctx, db, old)
 }

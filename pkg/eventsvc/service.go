@@ -11,8 +11,10 @@ import (
 	"connectrpc.com/connect"
 	"github.com/go-logr/logr"
 
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
-	"github.com/taskaction/executor/gen/executor/events/v1/eventsv1connect"
+	eventsv2 "github.com/taskaction/executor/gen/executor/events/v2"
+	"github.com/taskaction/executor/gen/executor/events/v2/eventsv2connect"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow/workflowconnect"
 	"github.com/taskaction/executor/pkg/events"
 )
 
@@ -28,7 +30,8 @@ const (
 	maxReported = 10
 )
 
-// Service implements EventsService over a Store.
+// Service implements Flyte's EventsProxyService (Record) and the executor's
+// EventsQueryService (list and watch by run) over a Store.
 type Service struct {
 	store Store
 	log   logr.Logger
@@ -38,7 +41,10 @@ type Service struct {
 	ended   chan struct{} // closed on shutdown: Watch streams return
 }
 
-var _ eventsv1connect.EventsServiceHandler = (*Service)(nil)
+var (
+	_ workflowconnect.EventsProxyServiceHandler = (*Service)(nil)
+	_ eventsv2connect.EventsQueryServiceHandler = (*Service)(nil)
+)
 
 // NewService serves store.
 func NewService(store Store, log logr.Logger) *Service {
@@ -50,10 +56,12 @@ func NewService(store Store, log logr.Logger) *Service {
 func (s *Service) endWatches() { s.endOnce.Do(func() { close(s.ended) }) }
 
 // Record validates every event, then stores the batch in one transaction.
-func (s *Service) Record(ctx context.Context, req *connect.Request[eventsv1.RecordRequest]) (*connect.Response[eventsv1.RecordResponse], error) {
+// Events whose identity is already stored are skipped, so a resent batch is
+// harmless. An empty batch is INVALID_ARGUMENT, as at Flyte's service.
+func (s *Service) Record(ctx context.Context, req *connect.Request[workflow.RecordRequest]) (*connect.Response[workflow.RecordResponse], error) {
 	evs := req.Msg.GetEvents()
 	if len(evs) == 0 {
-		return connect.NewResponse(&eventsv1.RecordResponse{}), nil
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("a batch holds at least one event"))
 	}
 	if len(evs) > MaxRecordBatch {
 		return nil, connect.NewError(connect.CodeInvalidArgument,
@@ -73,7 +81,7 @@ func (s *Service) Record(ctx context.Context, req *connect.Request[eventsv1.Reco
 		return nil, connect.NewError(connect.CodeInvalidArgument,
 			fmt.Errorf("%d of %d events are invalid, none of the batch was stored: %w", bad, len(evs), errors.Join(invalid...)))
 	}
-	stored, dups, err := s.store.Record(ctx, evs)
+	stored, _, err := s.store.Record(ctx, evs)
 	if err != nil {
 		s.log.Error(err, "storing events failed", "events", len(evs))
 		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("storing %d events: %w", len(evs), err))
@@ -81,17 +89,17 @@ func (s *Service) Record(ctx context.Context, req *connect.Request[eventsv1.Reco
 	if stored > 0 {
 		runs := map[string]struct{}{}
 		for _, e := range evs {
-			runs[e.GetId().GetRun()] = struct{}{}
+			runs[e.GetId().GetRun().GetName()] = struct{}{}
 		}
 		for r := range runs {
 			s.subs.notify(r)
 		}
 	}
-	return connect.NewResponse(&eventsv1.RecordResponse{Stored: uint32(stored), Duplicates: uint32(dups)}), nil
+	return connect.NewResponse(&workflow.RecordResponse{}), nil
 }
 
 // ListActionEvents pages through a run's (or an action's) events.
-func (s *Service) ListActionEvents(ctx context.Context, req *connect.Request[eventsv1.ListActionEventsRequest]) (*connect.Response[eventsv1.ListActionEventsResponse], error) {
+func (s *Service) ListActionEvents(ctx context.Context, req *connect.Request[eventsv2.ListActionEventsRequest]) (*connect.Response[eventsv2.ListActionEventsResponse], error) {
 	m := req.Msg
 	if m.GetRun() == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("run is required"))
@@ -112,12 +120,12 @@ func (s *Service) ListActionEvents(ctx context.Context, req *connect.Request[eve
 		after = v
 	}
 	// One more than asked tells whether another page follows.
-	got, err := s.store.List(ctx, Query{Project: m.GetProject(), Domain: m.GetDomain(), Run: m.GetRun(),
+	got, err := s.store.List(ctx, Query{Org: m.GetOrg(), Project: m.GetProject(), Domain: m.GetDomain(), Run: m.GetRun(),
 		Action: m.GetAction(), AfterSeq: after, Limit: size + 1})
 	if err != nil {
 		return nil, connect.NewError(connect.CodeUnavailable, err)
 	}
-	resp := &eventsv1.ListActionEventsResponse{}
+	resp := &eventsv2.ListActionEventsResponse{}
 	if len(got) > size {
 		got = got[:size]
 		resp.NextPageToken = strconv.FormatInt(got[size-1].Seq, 10)
@@ -130,7 +138,7 @@ func (s *Service) ListActionEvents(ctx context.Context, req *connect.Request[eve
 
 // WatchActionEvents sends the run's stored events, then new ones as they are
 // stored. It subscribes before its first read, so nothing falls in between.
-func (s *Service) WatchActionEvents(ctx context.Context, req *connect.Request[eventsv1.WatchActionEventsRequest], stream *connect.ServerStream[eventsv1.WatchActionEventsResponse]) error {
+func (s *Service) WatchActionEvents(ctx context.Context, req *connect.Request[eventsv2.WatchActionEventsRequest], stream *connect.ServerStream[eventsv2.WatchActionEventsResponse]) error {
 	m := req.Msg
 	if m.GetRun() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("run is required"))
@@ -146,7 +154,7 @@ func (s *Service) WatchActionEvents(ctx context.Context, req *connect.Request[ev
 	var cursor int64
 	for {
 		for {
-			got, err := s.store.List(ctx, Query{Project: m.GetProject(), Domain: m.GetDomain(), Run: m.GetRun(),
+			got, err := s.store.List(ctx, Query{Org: m.GetOrg(), Project: m.GetProject(), Domain: m.GetDomain(), Run: m.GetRun(),
 				AfterSeq: cursor, Limit: maxPage})
 			if err != nil {
 				if ctx.Err() != nil {
@@ -155,7 +163,7 @@ func (s *Service) WatchActionEvents(ctx context.Context, req *connect.Request[ev
 				return connect.NewError(connect.CodeUnavailable, err)
 			}
 			for _, se := range got {
-				if err := stream.Send(&eventsv1.WatchActionEventsResponse{Event: se.Event}); err != nil {
+				if err := stream.Send(&eventsv2.WatchActionEventsResponse{Event: se.Event}); err != nil {
 					return fmt.Errorf("sending to watcher: %w", err)
 				}
 				cursor = se.Seq

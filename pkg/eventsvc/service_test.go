@@ -14,9 +14,16 @@ import (
 
 	"connectrpc.com/connect"
 	"golang.org/x/net/http2"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
-	"github.com/taskaction/executor/gen/executor/events/v1/eventsv1connect"
+	eventsv2 "github.com/taskaction/executor/gen/executor/events/v2"
+	"github.com/taskaction/executor/gen/executor/events/v2/eventsv2connect"
+	"github.com/taskaction/executor/gen/flyteidl2/common"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/gen/flyteidl2/task"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow/workflowconnect"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/eventsvc"
 	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
@@ -51,44 +58,52 @@ func sqliteStore(t *testing.T) eventsvc.Store {
 	return s
 }
 
-func record(t *testing.T, c eventsv1connect.EventsServiceClient, evs ...*eventsv1.ActionEvent) *eventsv1.RecordResponse {
+// clients talks to both sides of the service: Flyte's Record and our reads.
+type clients struct {
+	workflowconnect.EventsProxyServiceClient
+	eventsv2connect.EventsQueryServiceClient
+}
+
+func newClients(url string, h *http.Client, opts ...connect.ClientOption) clients {
+	return clients{events.NewClient(url, h, opts...), events.NewQueryClient(url, h, opts...)}
+}
+
+func record(t *testing.T, c workflowconnect.EventsProxyServiceClient, evs ...*workflow.ActionEvent) {
 	t.Helper()
-	resp, err := c.Record(context.Background(), connect.NewRequest(&eventsv1.RecordRequest{Events: evs}))
-	if err != nil {
+	if _, err := c.Record(context.Background(), connect.NewRequest(&workflow.RecordRequest{Events: evs})); err != nil {
 		t.Fatalf("record: %v", err)
 	}
-	return resp.Msg
 }
 
 func TestRecordValidation(t *testing.T) {
 	store := sqliteStore(t)
 	srv := startServer(t, store)
-	c := events.NewClient(srv.URL(), nil)
-	good := ev("r", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, "")
-	noRun := ev("", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, "")
-	zeroAttempt := ev("r", "b", 0, eventsv1.Phase_PHASE_RUNNING, 0, "")
-	noPhase := ev("r", "c", 1, eventsv1.Phase_PHASE_UNSPECIFIED, 0, "")
-	noCode := ev("r", "d", 1, eventsv1.Phase_PHASE_FAILED, 0, "")
-	noCode.Error.Code = ""
-	noTime := ev("r", "e", 1, eventsv1.Phase_PHASE_RUNNING, 0, "")
+	c := newClients(srv.URL(), nil)
+	good := ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0, "")
+	noRun := ev("", "a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0, "")
+	zeroAttempt := ev("r", "b", 0, common.ActionPhase_ACTION_PHASE_RUNNING, 0, "")
+	noPhase := ev("r", "c", 1, common.ActionPhase_ACTION_PHASE_UNSPECIFIED, 0, "")
+	badKind := ev("r", "d", 1, common.ActionPhase_ACTION_PHASE_FAILED, 0, "")
+	badKind.ErrorInfo.Kind = 7
+	noTime := ev("r", "e", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0, "")
 	noTime.UpdatedTime = nil
 
 	cases := []struct {
 		name    string
-		batch   []*eventsv1.ActionEvent
+		batch   []*workflow.ActionEvent
 		wantErr []string // substrings of the error; nil: success
 	}{
-		{"missing identity", []*eventsv1.ActionEvent{good, noRun}, []string{"event 1", "missing run"}},
-		{"attempt 0", []*eventsv1.ActionEvent{zeroAttempt}, []string{"attempt must be at least 1"}},
-		{"unspecified phase", []*eventsv1.ActionEvent{noPhase}, []string{"not a reportable phase"}},
-		{"error without code", []*eventsv1.ActionEvent{noCode}, []string{"error without a code"}},
-		{"missing time", []*eventsv1.ActionEvent{noTime}, []string{"missing updated time"}},
-		{"several invalid are all named", []*eventsv1.ActionEvent{zeroAttempt, good, noRun}, []string{"2 of 3", "event 0", "event 2"}},
-		{"empty batch is fine", nil, nil},
+		{"missing identity", []*workflow.ActionEvent{good, noRun}, []string{"event 1", "missing run"}},
+		{"attempt 0", []*workflow.ActionEvent{zeroAttempt}, []string{"attempt must be at least 1"}},
+		{"unspecified phase", []*workflow.ActionEvent{noPhase}, []string{"not a reportable phase"}},
+		{"unknown error kind", []*workflow.ActionEvent{badKind}, []string{"unknown error kind 7"}},
+		{"missing time", []*workflow.ActionEvent{noTime}, []string{"missing updated time"}},
+		{"several invalid are all named", []*workflow.ActionEvent{zeroAttempt, good, noRun}, []string{"2 of 3", "event 0", "event 2"}},
+		{"an empty batch is refused, as at Flyte's service", nil, []string{"at least one event"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.Record(context.Background(), connect.NewRequest(&eventsv1.RecordRequest{Events: tc.batch}))
+			_, err := c.Record(context.Background(), connect.NewRequest(&workflow.RecordRequest{Events: tc.batch}))
 			if tc.wantErr == nil {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -114,27 +129,24 @@ func TestRecordValidation(t *testing.T) {
 
 func TestRecordIdempotentOverHTTP(t *testing.T) {
 	srv := startServer(t, sqliteStore(t))
-	c := events.NewClient(srv.URL(), nil)
-	first := record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, "first"), ev("r", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, ""))
-	again := record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, "second"))
-	if first.GetStored() != 2 || again.GetStored() != 0 || again.GetDuplicates() != 1 {
-		t.Fatalf("first %v, again %v", first, again)
-	}
-	resp, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv1.ListActionEventsRequest{Run: "r"}))
+	c := newClients(srv.URL(), nil)
+	record(t, c, ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0, "first"), ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0, ""))
+	record(t, c, ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0, "second"))
+	resp, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv2.ListActionEventsRequest{Run: "r"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(resp.Msg.GetEvents()); n != 2 || resp.Msg.GetEvents()[0].GetPodName() != "first" {
-		t.Fatalf("got %d events, first %q", n, resp.Msg.GetEvents()[0].GetPodName())
+	if n := len(resp.Msg.GetEvents()); n != 2 || marker(resp.Msg.GetEvents()[0]) != "first" {
+		t.Fatalf("got %d events, first %q", n, marker(resp.Msg.GetEvents()[0]))
 	}
 }
 
 func TestListPaging(t *testing.T) {
 	srv := startServer(t, sqliteStore(t))
-	c := events.NewClient(srv.URL(), nil)
-	var batch []*eventsv1.ActionEvent
+	c := newClients(srv.URL(), nil)
+	var batch []*workflow.ActionEvent
 	for i := range 23 {
-		batch = append(batch, ev("r", fmt.Sprintf("a%d", i%2), 1, eventsv1.Phase_PHASE_RUNNING, uint32(i), ""))
+		batch = append(batch, ev("r", fmt.Sprintf("a%d", i%2), 1, common.ActionPhase_ACTION_PHASE_RUNNING, uint32(i), ""))
 	}
 	record(t, c, batch...)
 	cases := []struct {
@@ -153,7 +165,7 @@ func TestListPaging(t *testing.T) {
 			var pages []int
 			token := ""
 			for range 10 {
-				resp, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv1.ListActionEventsRequest{
+				resp, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv2.ListActionEventsRequest{
 					Project: "p", Domain: "d", Run: "r", Action: tc.action, PageSize: tc.pageSize, PageToken: token}))
 				if err != nil {
 					t.Fatal(err)
@@ -168,11 +180,11 @@ func TestListPaging(t *testing.T) {
 			}
 		})
 	}
-	_, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv1.ListActionEventsRequest{Run: "r", PageToken: "x"}))
+	_, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv2.ListActionEventsRequest{Run: "r", PageToken: "x"}))
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("bad token: %v", err)
 	}
-	_, err = c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv1.ListActionEventsRequest{}))
+	_, err = c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv2.ListActionEventsRequest{}))
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("no run: %v", err)
 	}
@@ -180,12 +192,12 @@ func TestListPaging(t *testing.T) {
 
 func TestWatchSendsStoredThenNew(t *testing.T) {
 	srv := startServer(t, sqliteStore(t))
-	c := events.NewClient(srv.URL(), nil)
-	record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, "old"), ev("other", "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, "x"))
+	c := newClients(srv.URL(), nil)
+	record(t, c, ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0, "old"), ev("other", "a", 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0, "x"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stream, err := c.WatchActionEvents(ctx, connect.NewRequest(&eventsv1.WatchActionEventsRequest{Run: "r"}))
+	stream, err := c.WatchActionEvents(ctx, connect.NewRequest(&eventsv2.WatchActionEventsRequest{Run: "r"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,13 +207,13 @@ func TestWatchSendsStoredThenNew(t *testing.T) {
 		if !stream.Receive() {
 			t.Fatalf("stream ended: %v", stream.Err())
 		}
-		return stream.Msg().GetEvent().GetPodName()
+		return marker(stream.Msg().GetEvent())
 	}
 	if got := next(); got != "old" {
 		t.Fatalf("first %q, want old", got)
 	}
-	record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, "new1"), ev("other", "b", 1, eventsv1.Phase_PHASE_QUEUED, 0, "x"))
-	record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, "dup"), ev("r", "a", 1, eventsv1.Phase_PHASE_SUCCEEDED, 0, "new2"))
+	record(t, c, ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0, "new1"), ev("other", "b", 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0, "x"))
+	record(t, c, ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0, "dup"), ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_SUCCEEDED, 0, "new2"))
 	for _, want := range []string{"new1", "new2"} {
 		if got := next(); got != want {
 			t.Fatalf("got %q, want %q", got, want)
@@ -227,23 +239,23 @@ func TestHealthAndProtocols(t *testing.T) {
 			return (&net.Dialer{}).DialContext(ctx, network, addr)
 		},
 	}}
-	for name, c := range map[string]eventsv1connect.EventsServiceClient{
-		"connect":  events.NewClient(srv.URL(), nil),
-		"grpc":     events.NewClient(srv.URL(), h2c, connect.WithGRPC()),
-		"grpc-web": events.NewClient(srv.URL(), nil, connect.WithGRPCWeb()),
+	for name, c := range map[string]clients{
+		"connect":  newClients(srv.URL(), nil),
+		"grpc":     newClients(srv.URL(), h2c, connect.WithGRPC()),
+		"grpc-web": newClients(srv.URL(), nil, connect.WithGRPCWeb()),
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := c.Record(context.Background(), connect.NewRequest(&eventsv1.RecordRequest{
-				Events: []*eventsv1.ActionEvent{ev("proto-"+name, "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, "")}}))
+			_, err := c.Record(context.Background(), connect.NewRequest(&workflow.RecordRequest{
+				Events: []*workflow.ActionEvent{ev("proto-"+name, "a", 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0, "")}}))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv1.ListActionEventsRequest{Run: "proto-" + name}))
+			got, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv2.ListActionEventsRequest{Run: "proto-" + name}))
 			if err != nil || len(got.Msg.GetEvents()) != 1 {
 				t.Fatalf("list: %v", err)
 			}
-			_, err = c.Record(context.Background(), connect.NewRequest(&eventsv1.RecordRequest{
-				Events: []*eventsv1.ActionEvent{ev("r", "a", 0, eventsv1.Phase_PHASE_QUEUED, 0, "")}}))
+			_, err = c.Record(context.Background(), connect.NewRequest(&workflow.RecordRequest{
+				Events: []*workflow.ActionEvent{ev("r", "a", 0, common.ActionPhase_ACTION_PHASE_QUEUED, 0, "")}}))
 			if connect.CodeOf(err) != connect.CodeInvalidArgument {
 				t.Fatalf("invalid event over %s: %v", name, err)
 			}
@@ -259,8 +271,8 @@ func TestServerShutdownEndsWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	c := events.NewClient(srv.URL(), nil)
-	stream, err := c.WatchActionEvents(context.Background(), connect.NewRequest(&eventsv1.WatchActionEventsRequest{Run: "r"}))
+	c := newClients(srv.URL(), nil)
+	stream, err := c.WatchActionEvents(context.Background(), connect.NewRequest(&eventsv2.WatchActionEventsRequest{Run: "r"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,18 +299,63 @@ func TestServerShutdownEndsWatch(t *testing.T) {
 
 func TestHarnessOutage(t *testing.T) {
 	inst := eventsvctest.Start(t, eventsvctest.Options{})
-	c := events.NewClient(inst.URL, nil)
-	record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, ""))
+	c := newClients(inst.URL, nil)
+	record(t, c, ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0, ""))
 	inst.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err := c.Record(ctx, connect.NewRequest(&eventsv1.RecordRequest{Events: []*eventsv1.ActionEvent{ev("r", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, "")}}))
+	_, err := c.Record(ctx, connect.NewRequest(&workflow.RecordRequest{Events: []*workflow.ActionEvent{ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0, "")}}))
 	if err == nil || !events.Retryable(err) {
 		t.Fatalf("during outage: want a retryable error, got %v", err)
 	}
 	inst.Resume()
-	record(t, c, ev("r", "a", 1, eventsv1.Phase_PHASE_RUNNING, 0, ""))
+	record(t, c, ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0, ""))
 	if stored, _ := inst.Store.Counts(); stored != 2 {
 		t.Fatalf("stored %d, want 2", stored)
+	}
+}
+
+// TestRecordRoundTrip sends a full Flyte ActionEvent, built from the
+// flyteidl2 protos, through EventsProxyService/Record and reads it back
+// unchanged through the read side, over each protocol.
+func TestRecordRoundTrip(t *testing.T) {
+	srv := startServer(t, sqliteStore(t))
+	h2c := &http.Client{Transport: &http2.Transport{
+		AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}}
+	for name, c := range map[string]clients{
+		"connect": newClients(srv.URL(), nil),
+		"grpc":    newClients(srv.URL(), h2c, connect.WithGRPC()),
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := ev("rt-"+name, "a0", 2, common.ActionPhase_ACTION_PHASE_FAILED, 3, "pod-1")
+			e.ReportedTime = timestamppb.New(time.Unix(1700000001, 5))
+			e.Cluster = "c1"
+			e.Outputs = &task.OutputReferences{OutputUri: "s3://b/o/outputs.pb", ReportUri: "s3://b/o/report.html"}
+			e.LogInfo = []*core.TaskLog{{Name: "Kubernetes Logs", Uri: "http://k8s/log", MessageFormat: core.TaskLog_JSON, Ready: true}}
+			e.LogContext = &core.LogContext{PrimaryPodName: "pod-1", Pods: []*core.PodLogContext{{Namespace: "ns", PodName: "pod-1",
+				PrimaryContainerName: "main", Containers: []*core.ContainerContext{{ContainerName: "main"}}}}}
+			e.CacheStatus = core.CatalogCacheStatus_CACHE_POPULATED
+			e.ClusterEvents = []*workflow.ClusterEvent{{OccurredAt: timestamppb.New(time.Unix(1700000000, 0)), Message: "Back-off",
+				Type: workflow.ClusterEvent_TYPE_WARNING, Reason: "BackOff", SourceComponent: "kubelet", Count: 3}}
+			e.CacheMetadata = &common.CacheMetadata{SourceActionAttempt: &common.ActionAttemptIdentifier{ActionId: e.GetId(), Attempt: 1}}
+			record(t, c, e)
+			resp, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv2.ListActionEventsRequest{
+				Org: "o", Project: "p", Domain: "d", Run: "rt-" + name}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.Msg.GetEvents(); len(got) != 1 || !proto.Equal(got[0], e) {
+				t.Fatalf("read back %v\nwant %v", got, e)
+			}
+			other, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv2.ListActionEventsRequest{
+				Org: "another", Run: "rt-" + name}))
+			if err != nil || len(other.Msg.GetEvents()) != 0 {
+				t.Fatalf("org filter: %v %v", other, err)
+			}
+		})
 	}
 }

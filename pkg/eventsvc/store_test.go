@@ -3,31 +3,44 @@ package eventsvc_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/common"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/gen/flyteidl2/task"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow"
+	"github.com/taskaction/executor/internal/sqlstore"
 	"github.com/taskaction/executor/pkg/eventsvc"
 	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
 )
 
-func ev(run, action string, attempt uint32, phase eventsv1.Phase, version uint32, msg string) *eventsv1.ActionEvent {
-	e := &eventsv1.ActionEvent{
-		Id:          &eventsv1.ActionIdentifier{Project: "p", Domain: "d", Run: run, Action: action},
+// ev is an event; msg marks it (as its primary pod) so tests can tell copies apart.
+func ev(run, action string, attempt uint32, phase common.ActionPhase, version uint32, msg string) *workflow.ActionEvent {
+	e := &workflow.ActionEvent{
+		Id: &common.ActionIdentifier{
+			Run:  &common.RunIdentifier{Org: "o", Project: "p", Domain: "d", Name: run},
+			Name: action,
+		},
 		Attempt:     attempt,
 		Phase:       phase,
 		Version:     version,
 		UpdatedTime: timestamppb.New(time.Unix(1700000000, 123456789)),
-		PodName:     msg,
 	}
-	if phase == eventsv1.Phase_PHASE_FAILED {
-		e.Error = &eventsv1.ErrorInfo{Code: "OOMKilled", Kind: eventsv1.ErrorKind_ERROR_KIND_USER, Message: msg}
+	if msg != "" {
+		e.LogContext = &core.LogContext{PrimaryPodName: msg}
+	}
+	if phase == common.ActionPhase_ACTION_PHASE_FAILED {
+		e.ErrorInfo = &workflow.ErrorInfo{Message: "[OOMKilled] " + msg, Kind: workflow.ErrorInfo_KIND_USER}
 	}
 	return e
 }
+
+func marker(e *workflow.ActionEvent) string { return e.GetLogContext().GetPrimaryPodName() }
 
 // storeBackends: per backend, a setup run once in the backend's test that
 // returns an opener of an empty store per subtest. PostgreSQL shares one server.
@@ -67,13 +80,13 @@ func truncate(s eventsvc.Store) error {
 func TestStore(t *testing.T) {
 	ctx := context.Background()
 	const (
-		q = eventsv1.Phase_PHASE_QUEUED
-		r = eventsv1.Phase_PHASE_RUNNING
-		f = eventsv1.Phase_PHASE_FAILED
+		q = common.ActionPhase_ACTION_PHASE_QUEUED
+		r = common.ActionPhase_ACTION_PHASE_RUNNING
+		f = common.ActionPhase_ACTION_PHASE_FAILED
 	)
 	cases := []struct {
 		name    string
-		batches [][]*eventsv1.ActionEvent
+		batches [][]*workflow.ActionEvent
 		// per batch: stored, duplicates
 		want [][2]int
 		// pod names of the run's events in storage order: shows which copy was kept
@@ -81,13 +94,13 @@ func TestStore(t *testing.T) {
 	}{
 		{
 			name:     "distinct events are all stored",
-			batches:  [][]*eventsv1.ActionEvent{{ev("r1", "a", 1, q, 0, "x"), ev("r1", "a", 1, r, 0, "y"), ev("r1", "a", 1, f, 0, "z")}},
+			batches:  [][]*workflow.ActionEvent{{ev("r1", "a", 1, q, 0, "x"), ev("r1", "a", 1, r, 0, "y"), ev("r1", "a", 1, f, 0, "z")}},
 			want:     [][2]int{{3, 0}},
 			wantKept: []string{"x", "y", "z"},
 		},
 		{
 			name: "a resent event is stored once and the first is kept",
-			batches: [][]*eventsv1.ActionEvent{
+			batches: [][]*workflow.ActionEvent{
 				{ev("r1", "a", 1, r, 0, "first")},
 				{ev("r1", "a", 1, r, 0, "second"), ev("r1", "a", 1, r, 1, "v1")},
 			},
@@ -96,18 +109,19 @@ func TestStore(t *testing.T) {
 		},
 		{
 			name:     "repeats inside one batch keep the first",
-			batches:  [][]*eventsv1.ActionEvent{{ev("r1", "a", 1, r, 0, "first"), ev("r1", "a", 1, r, 0, "second")}},
+			batches:  [][]*workflow.ActionEvent{{ev("r1", "a", 1, r, 0, "first"), ev("r1", "a", 1, r, 0, "second")}},
 			want:     [][2]int{{1, 1}},
 			wantKept: []string{"first"},
 		},
 		{
-			name: "attempt, phase, version and action each make an event distinct",
-			batches: [][]*eventsv1.ActionEvent{{
+			name: "org, attempt, phase, version and action each make an event distinct",
+			batches: [][]*workflow.ActionEvent{{
 				ev("r1", "a", 1, r, 0, "base"), ev("r1", "a", 2, r, 0, "attempt"),
 				ev("r1", "a", 1, q, 0, "phase"), ev("r1", "a", 1, r, 3, "version"), ev("r1", "b", 1, r, 0, "action"),
+				func() *workflow.ActionEvent { e := ev("r1", "a", 1, r, 0, "org"); e.Id.Run.Org = "o2"; return e }(),
 			}},
-			want:     [][2]int{{5, 0}},
-			wantKept: []string{"base", "attempt", "phase", "version", "action"},
+			want:     [][2]int{{6, 0}},
+			wantKept: []string{"base", "attempt", "phase", "version", "action", "org"},
 		},
 	}
 	for backend, setup := range storeBackends() {
@@ -131,7 +145,7 @@ func TestStore(t *testing.T) {
 					}
 					var kept []string
 					for _, se := range got {
-						kept = append(kept, se.Event.GetPodName())
+						kept = append(kept, marker(se.Event))
 					}
 					if fmt.Sprint(kept) != fmt.Sprint(tc.wantKept) {
 						t.Errorf("kept %v, want %v", kept, tc.wantKept)
@@ -140,7 +154,7 @@ func TestStore(t *testing.T) {
 			}
 			t.Run("list filters and pages in storage order", func(t *testing.T) {
 				s := open(t)
-				var batch []*eventsv1.ActionEvent
+				var batch []*workflow.ActionEvent
 				for i := range 25 {
 					batch = append(batch, ev("r2", fmt.Sprintf("a%d", i%3), 1, r, uint32(i), ""))
 				}
@@ -187,14 +201,15 @@ func TestStore(t *testing.T) {
 			t.Run("events round-trip exactly", func(t *testing.T) {
 				s := open(t)
 				e := ev("r3", "a", 2, f, 4, "pod-1")
-				e.ParentAction = "root"
 				e.ReportedTime = timestamppb.New(time.Unix(1700000001, 5))
 				e.Cluster = "c1"
-				e.Outputs = &eventsv1.OutputReferences{OutputUri: "s3://b/o/outputs.pb", ReportUri: "s3://b/o/report.html"}
-				e.ClusterEvents = []*eventsv1.ClusterEvent{{OccurredAt: timestamppb.New(time.Unix(1700000000, 0)), Message: "Scheduled"}}
-				e.LogLinks = []*eventsv1.LogLink{{Name: "k8s", Uri: "http://logs/1"}}
-				e.CacheStatus = "CACHE_MISS"
-				if _, _, err := s.Record(ctx, []*eventsv1.ActionEvent{e}); err != nil {
+				e.Outputs = &task.OutputReferences{OutputUri: "s3://b/o/outputs.pb", ReportUri: "s3://b/o/report.html"}
+				e.ClusterEvents = []*workflow.ClusterEvent{{OccurredAt: timestamppb.New(time.Unix(1700000000, 0)), Message: "Scheduled",
+					Reason: "Scheduled", Type: workflow.ClusterEvent_TYPE_NORMAL}}
+				e.LogInfo = []*core.TaskLog{{Name: "k8s", Uri: "http://logs/1", ShowWhilePending: true}}
+				e.CacheStatus = core.CatalogCacheStatus_CACHE_MISS
+				e.CacheMetadata = &common.CacheMetadata{SourceActionAttempt: &common.ActionAttemptIdentifier{ActionId: e.GetId(), Attempt: 1}}
+				if _, _, err := s.Record(ctx, []*workflow.ActionEvent{e}); err != nil {
 					t.Fatal(err)
 				}
 				got, err := s.List(ctx, eventsvc.Query{Run: "r3", Limit: 10})
@@ -216,7 +231,7 @@ func TestSQLiteSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Record(ctx, []*eventsv1.ActionEvent{ev("r", "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, "")}); err != nil {
+	if _, _, err := s.Record(ctx, []*workflow.ActionEvent{ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0, "")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -232,9 +247,62 @@ func TestSQLiteSurvivesReopen(t *testing.T) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("after reopen: %v, %d events, want 1", err, len(got))
 	}
-	if _, dups, err := s.Record(ctx, []*eventsv1.ActionEvent{ev("r", "a", 1, eventsv1.Phase_PHASE_QUEUED, 0, "")}); err != nil || dups != 1 {
+	if _, dups, err := s.Record(ctx, []*workflow.ActionEvent{ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0, "")}); err != nil || dups != 1 {
 		t.Fatalf("dedup across reopen: dups=%d err=%v", dups, err)
 	}
 }
 
-func protoEqual(a, b *eventsv1.ActionEvent) bool { return proto.Equal(a, b) }
+func protoEqual(a, b *workflow.ActionEvent) bool { return proto.Equal(a, b) }
+
+// TestMigrationFromV1 opens a database an older binary left at schema
+// version 1, with a row of its own event message: the store moves the old
+// table aside and works.
+func TestMigrationFromV1(t *testing.T) {
+	ctx := context.Background()
+	for name, open := range map[string]func(t *testing.T) (*sqlstore.DB, func() (eventsvc.Store, error)){
+		"sqlite": func(t *testing.T) (*sqlstore.DB, func() (eventsvc.Store, error)) {
+			dir := t.TempDir()
+			db, err := sqlstore.OpenSQLite(ctx, filepath.Join(dir, eventsvc.SQLiteFile), sqlstore.SQLiteOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return db, func() (eventsvc.Store, error) { return eventsvc.OpenSQLite(ctx, dir) }
+		},
+		"postgres": func(t *testing.T) (*sqlstore.DB, func() (eventsvc.Store, error)) {
+			dsn := eventsvctest.StartPostgres(t)
+			db, err := sqlstore.OpenPostgres(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return db, func() (eventsvc.Store, error) { return eventsvc.OpenPostgres(ctx, dsn) }
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			db, openStore := open(t)
+			defer func() { _ = db.Close() }()
+			if err := eventsvc.MigrateToForTest(ctx, db, 1); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, db.Rebind(`INSERT INTO action_events (project, domain, run, action, attempt, phase, version,
+				parent_action, updated_time_ns, reported_time_ns, error_code, error_kind, event, stored_at_ns)
+				VALUES ('p', 'd', 'r', 'a', 1, 1, 0, '', 0, 0, '', 0, ?, 0)`), []byte{0x0a, 0x00}); err != nil {
+				t.Fatal(err)
+			}
+			s, err := openStore()
+			if err != nil {
+				t.Fatalf("open over a version 1 database: %v", err)
+			}
+			defer func() { _ = s.Close() }()
+			if got, err := s.List(ctx, eventsvc.Query{Run: "r", Limit: 10}); err != nil || len(got) != 0 {
+				t.Fatalf("the old row must not be read as a Flyte event: %d events, %v", len(got), err)
+			}
+			if n, _, err := s.Record(ctx, []*workflow.ActionEvent{ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0, "")}); err != nil || n != 1 {
+				t.Fatalf("record after migrating: %d %v", n, err)
+			}
+			var legacy int
+			if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM legacy_action_events`).Scan(&legacy); err != nil || legacy != 1 {
+				t.Fatalf("legacy rows: %d %v, want the old row kept", legacy, err)
+			}
+		})
+	}
+}

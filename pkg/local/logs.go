@@ -15,13 +15,22 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // logServer serves the kubelet's containerLogs endpoint on a loopback port,
 // so that `kubectl logs` works: the API server proxies it to the Node's
 // InternalIP and kubelet port. Without --kubelet-certificate-authority the API
 // server does not verify the serving certificate, so a self-signed one does.
+//
+// The endpoint does not authenticate (the API server presents no client
+// certificate to it), so it listens on loopback only: any process of this
+// machine may read the local pods' logs, nothing from another machine may.
 func (n *Node) logServer() (net.Listener, *http.Server, error) {
+	if err := requireLoopback(n.LogsAddr); err != nil {
+		return nil, nil, fmt.Errorf("local node: log server: %w", err)
+	}
 	cert, err := selfSigned()
 	if err != nil {
 		return nil, nil, fmt.Errorf("local node: log server certificate: %w", err)
@@ -29,6 +38,10 @@ func (n *Node) logServer() (net.Listener, *http.Server, error) {
 	ln, err := net.Listen("tcp", n.LogsAddr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("local node: log server: listen on %s: %w", n.LogsAddr, err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); !ok || !tcp.IP.IsLoopback() {
+		_ = ln.Close()
+		return nil, nil, fmt.Errorf("local node: log server: %s resolved to %s, not a loopback address", n.LogsAddr, ln.Addr())
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /containerLogs/{ns}/{pod}/{container}", n.serveLogs)
@@ -42,6 +55,12 @@ func (n *Node) logServer() (net.Listener, *http.Server, error) {
 
 func (n *Node) serveLogs(w http.ResponseWriter, r *http.Request) {
 	ns, pod, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container")
+	// The names become a file path: only what Kubernetes accepts as names, so
+	// that no request reads outside the pods' directory ("..%2F..").
+	if len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(pod)) > 0 || len(validation.IsDNS1123Label(container)) > 0 {
+		http.Error(w, "namespace, pod or container is not a Kubernetes name", http.StatusBadRequest)
+		return
+	}
 	path := n.LogPath(ns, pod, container)
 	q := r.URL.Query()
 	b, err := os.ReadFile(path)
@@ -100,6 +119,22 @@ func (n *Node) follow(w http.ResponseWriter, r *http.Request, ns, pod, path stri
 		case <-tick.C:
 		}
 	}
+}
+
+// requireLoopback refuses a listen address that is not on loopback: a literal
+// loopback IP or "localhost". An empty host would listen on every interface.
+func requireLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%q is not a loopback address: the log endpoint does not authenticate, so it listens on loopback only", addr)
 }
 
 // lastLines is the last n lines of b.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/cachesvc/cachesvctest"
 	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
@@ -25,8 +26,17 @@ func cached(ta *flytev1.TaskAction, k string, serial bool) *flytev1.TaskAction {
 	return ta
 }
 
+// keyOf is the Flyte cache key of the task cached() sets up, with cache version k.
 func keyOf(k string) cache.Key {
-	return cache.Key{Project: "proj", Domain: "dev", TaskName: "shared.task", TaskVersion: "v1", CacheKey: k}
+	key, err := cache.ComputeKey(cache.KeyInput{
+		Task: &core.Identifier{ResourceType: core.ResourceType_TASK, Org: cache.DefaultOrg, Project: "proj", Domain: "dev",
+			Name: "shared.task", Version: "v1"},
+		Interface: &core.TypedInterface{}, Version: k,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return key
 }
 
 type services struct {

@@ -115,19 +115,20 @@ func TestConfigPrecedenceThroughTheBinary(t *testing.T) {
 // The GC misconfiguration stops both the config command and the manager before
 // anything starts, with one exact line on stderr.
 func TestGCMisconfigurationExits1(t *testing.T) {
-	const msg = "gc.maxTTL must be positive when gc is enabled"
 	file := filepath.Join(t.TempDir(), "executor.yaml")
 	if err := os.WriteFile(file, []byte("executor:\n  gc:\n    interval: 10m\n    maxTTL: 0s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	const zero, negative = "gc.maxTTL: must be positive when gc is enabled, got 0s", "gc.maxTTL: must be positive when gc is enabled, got -1m0s"
 	cases := []struct {
 		name string
 		args []string
+		msg  string
 	}{
-		{"config, flag", []string{"config", "--executor.gc.maxTTL=0s"}},
-		{"config, file", []string{"config", "--config", file}},
-		{"manager, flag", []string{"--kubeconfig", kubeconfig, "--executor.gc.maxTTL=-1m"}},
-		{"manager, file", []string{"--kubeconfig", kubeconfig, "--config", file}},
+		{"config, flag", []string{"config", "--executor.gc.maxTTL=0s"}, zero},
+		{"config, file", []string{"config", "--config", file}, zero},
+		{"manager, flag", []string{"--kubeconfig", kubeconfig, "--executor.gc.maxTTL=-1m"}, negative},
+		{"manager, file", []string{"--kubeconfig", kubeconfig, "--config", file}, zero},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,7 +136,7 @@ func TestGCMisconfigurationExits1(t *testing.T) {
 			if code != 1 {
 				t.Errorf("exit code %d, want 1", code)
 			}
-			if want := fmt.Sprintf("error: invalid configuration: %s\n", msg); stderr != want {
+			if want := fmt.Sprintf("error: invalid configuration: %s\n", tc.msg); stderr != want {
 				t.Errorf("stderr %q, want %q", stderr, want)
 			}
 			if stdout != "" {
@@ -157,7 +158,7 @@ func TestConfigRejectsBadInput(t *testing.T) {
 	}{
 		{"unknown nested key", []string{"config", "--config", file}, `unknown key "gc.ttl"`},
 		{"unparsable duration flag", []string{"config", "--executor.requeueDuration=soon"}, "executor.requeueDuration"},
-		{"negative maxSystemFailures", []string{"config", "--executor.maxSystemFailures=-1"}, "maxSystemFailures must not be negative"},
+		{"negative maxSystemFailures", []string{"config", "--executor.maxSystemFailures=-1"}, "maxSystemFailures: must be between 0 and 100, got -1"},
 		{"malformed URL", []string{"config", "--executor.cacheServiceURL=cache:8094"}, "cacheServiceURL"},
 	}
 	for _, tc := range cases {

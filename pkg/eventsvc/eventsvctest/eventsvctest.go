@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 	"github.com/taskaction/executor/pkg/eventsvc"
 )
 
@@ -176,7 +176,7 @@ type CountingStore struct {
 }
 
 // Record counts and stores.
-func (c *CountingStore) Record(ctx context.Context, evs []*eventsv1.ActionEvent) (int, int, error) {
+func (c *CountingStore) Record(ctx context.Context, evs []*workflow.ActionEvent) (int, int, error) {
 	s, d, err := c.Store.Record(ctx, evs)
 	c.mu.Lock()
 	defer c.mu.Unlock()

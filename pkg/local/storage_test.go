@@ -1,0 +1,42 @@
+package local_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/pkg/local"
+	"github.com/taskaction/executor/pkg/storage"
+)
+
+// The local bucket is a directory of the data directory, reachable both as
+// file:///<abs path> and as file://<bucket name>.
+func TestLocalBucket(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := storage.New(local.StorageConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	inputs := &core.LiteralMap{Literals: map[string]*core.Literal{"x": {Value: &core.Literal_Scalar{Scalar: &core.Scalar{
+		Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_StringValue{StringValue: "v"}}}}}}}}
+	if err := s.WriteProtobuf(ctx, local.BucketURI(dir)+"/run1/inputs.pb", inputs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, local.BucketDir, "run1", "inputs.pb")); err != nil {
+		t.Fatalf("not under the data directory: %v", err)
+	}
+	got, err := s.ReadInputs(ctx, local.BucketURI(dir)+"/run1")
+	if err != nil || got.GetLiterals()["x"].GetScalar().GetPrimitive().GetStringValue() != "v" {
+		t.Fatalf("read back: %v %v", got, err)
+	}
+	if err := s.Write(ctx, "file://named/k.pb", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, local.BucketDir, "named", "k.pb")); err != nil {
+		t.Fatalf("a named bucket is not under the local root: %v", err)
+	}
+}

@@ -1,0 +1,97 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/taskaction/executor/gen/flyteidl2/core"
+)
+
+// File names of Flyte's task contract under an input or output prefix.
+const (
+	InputsFile  = "inputs.pb"
+	OutputsFile = "outputs.pb"
+	ErrorFile   = "error.pb"
+)
+
+// join appends name to a prefix, with one slash between.
+func join(prefix, name string) string { return strings.TrimRight(prefix, "/") + "/" + name }
+
+// InputsURI is the inputs file of a TaskAction's spec.inputUri, which Flyte
+// writes as a folder for root actions and as the file itself for others.
+func InputsURI(inputURI string) string {
+	return join(strings.TrimSuffix(strings.TrimRight(inputURI, "/"), "/"+InputsFile), InputsFile)
+}
+
+// ReadInputs reads the task's inputs as a LiteralMap. The runtime's inputs
+// file is a flyteidl2.task.Inputs, whose repeated {name, value} has the wire
+// form of a LiteralMap's map (a name given twice keeps the last value).
+// ErrNotFound (wrapped) when there is no inputs file.
+func (s *Store) ReadInputs(ctx context.Context, inputURI string) (*core.LiteralMap, error) {
+	m := &core.LiteralMap{}
+	if err := s.ReadProtobuf(ctx, InputsURI(inputURI), m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// OutputsExist says whether the attempt wrote its outputs file under
+// outputPrefix, as Flyte requires of a succeeded attempt whose task declares
+// outputs.
+func (s *Store) OutputsExist(ctx context.Context, outputPrefix string) (bool, error) {
+	return s.Exists(ctx, join(outputPrefix, OutputsFile))
+}
+
+// TaskError is the failure a task's runtime reported in error.pb, read the
+// way Flyte's executor reads it.
+type TaskError struct {
+	Code, Message string
+	// Kind is USER, SYSTEM, or UNKNOWN when the runtime named no origin.
+	Kind core.ExecutionError_ErrorKind
+	// Recoverable: a retry may help. A non-recoverable error fails the task
+	// at once, whatever retries are left.
+	Recoverable bool
+}
+
+// Codes Flyte gives a failure whose error.pb is missing or empty.
+const (
+	CodeErrorFileNotFound  = "ErrorFileNotFound"
+	CodeErrorFileBadFormat = "ErrorFileBadFormat"
+)
+
+// TaskErrorFromDocument interprets an error.pb. A document without an error
+// is a recoverable SYSTEM failure, as in Flyte.
+func TaskErrorFromDocument(doc *core.ErrorDocument, uri string) TaskError {
+	e := doc.GetError()
+	if e == nil {
+		return TaskError{Code: CodeErrorFileBadFormat, Kind: core.ExecutionError_SYSTEM, Recoverable: true,
+			Message: fmt.Sprintf("%s holds no error", uri)}
+	}
+	return TaskError{Code: e.GetCode(), Message: e.GetMessage(), Kind: e.GetOrigin(),
+		Recoverable: e.GetKind() == core.ContainerError_RECOVERABLE}
+}
+
+// ReadTaskError reads error.pb under outputPrefix. A missing file is a
+// recoverable SYSTEM failure (as in Flyte), not an error; only a storage
+// failure or an unreadable file is an error.
+func (s *Store) ReadTaskError(ctx context.Context, outputPrefix string) (TaskError, error) {
+	uri := join(outputPrefix, ErrorFile)
+	doc := &core.ErrorDocument{}
+	err := s.ReadProtobuf(ctx, uri, doc)
+	if errors.Is(err, ErrNotFound) {
+		return TaskError{Code: CodeErrorFileNotFound, Kind: core.ExecutionError_SYSTEM, Recoverable: true,
+			Message: fmt.Sprintf("the task left no %s", uri)}, nil
+	}
+	if err != nil {
+		return TaskError{}, err
+	}
+	return TaskErrorFromDocument(doc, uri), nil
+}
+
+// HasTaskError says whether the attempt left an error.pb under outputPrefix:
+// a container that exits 0 with an error.pb failed (Flyte's user errors).
+func (s *Store) HasTaskError(ctx context.Context, outputPrefix string) (bool, error) {
+	return s.Exists(ctx, join(outputPrefix, ErrorFile))
+}

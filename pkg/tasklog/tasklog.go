@@ -1,0 +1,309 @@
+// Package tasklog renders an attempt's log links from Flyte's log-link
+// configuration (config.TaskLogConfig): the Kubernetes dashboard, CloudWatch,
+// Stackdriver, Azure Log Analytics, custom templates, the task's own links
+// and dynamic links the task asks for. It is pure: the caller gathers the
+// pod's facts into an Input.
+package tasklog
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/pkg/config"
+)
+
+// Display names of the built-in links, Flyte's.
+const (
+	KubernetesName  = "Kubernetes Logs"
+	CloudwatchName  = "Cloudwatch Logs"
+	StackdriverName = "Google Cloud Logs"
+	AzureName       = "Azure Logs"
+)
+
+// vscodeLinkType is the dynamic link a container that enables VS Code gets.
+const vscodeLinkType = "vscode"
+
+// The query Flyte's Azure links run when none is configured.
+const defaultAzureQuery = `let StartTime = datetime_add('hour', -1, datetime("{{.podRFC3339StartTime}}"));
+let FinishTime = datetime_add('hour', 1, datetime("{{.podRFC3339FinishTime}}"));
+ContainerLogV2
+| where TimeGenerated between (StartTime .. FinishTime)
+ and ContainerName == "{{.containerName}}"
+ and PodName == "{{.podName}}"
+ and PodNamespace == "{{.namespace}}"`
+
+// Input is what the links of one container of an attempt's pod are made of.
+type Input struct {
+	PodName, PodUID, Namespace, HostName string
+	ContainerName                        string
+	// ContainerID as the kubelet reports it ("containerd://abc"); the
+	// runtime prefix is dropped.
+	ContainerID string
+	// LogName is appended to every display name (e.g. " (main)").
+	LogName              string
+	PodStart, PodFinish  time.Time
+	Task                 *core.Identifier
+	Org, Project, Domain string
+	Run, Action          string
+	// RetryAttempt is 0-based, as Flyte's templates see it.
+	RetryAttempt  uint32
+	NodeID        string
+	GeneratedName string
+	// TaskConfig is the template's config map: its "link_type" names
+	// dynamic links, and {{ .taskConfig.<key> }} reads it.
+	TaskConfig map[string]string
+	// TaskLinks are the template's metadata.log_links.
+	TaskLinks []*core.TaskLog
+	// EnableVSCode asks for the "vscode" dynamic link.
+	EnableVSCode bool
+	// Extra are further variables: name (without the dot) to value.
+	Extra map[string]string
+}
+
+// template is one configured link source.
+type template struct {
+	name, display        string
+	uris, dynamicURIs    []string
+	format               core.TaskLog_MessageFormat
+	showPending, hideEnd bool
+	linkType             core.TaskLog_LinkType
+	icon                 string
+	azureQuery           *string // set for Azure links
+}
+
+// Renderer renders links from a configuration; build it once with New.
+type Renderer struct {
+	// Each template gives its static links, then the dynamic ones the task asks for.
+	templates []template
+}
+
+func linkType(s string) core.TaskLog_LinkType {
+	if s == "" {
+		return core.TaskLog_EXTERNAL
+	}
+	return core.TaskLog_LinkType(core.TaskLog_LinkType_value[strings.ToUpper(s)])
+}
+
+func fromConfig(t config.TaskLogTemplate) template {
+	return template{name: t.Name, display: t.DisplayName, uris: t.TemplateURIs, dynamicURIs: t.DynamicTemplateURIs,
+		format: core.TaskLog_MessageFormat(t.MessageFormat), showPending: t.ShowWhilePending, hideEnd: t.HideOnceFinished,
+		linkType: linkType(t.LinkType), icon: t.IconURI}
+}
+
+// New builds the link sources cfg enables, in Flyte's order: Kubernetes,
+// CloudWatch, Stackdriver, Azure, custom templates; dynamic links last.
+func New(cfg config.TaskLogConfig) (*Renderer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Renderer{}
+	builtin := func(enabled bool, name, override, generated string) {
+		if !enabled {
+			return
+		}
+		uri := override
+		if uri == "" {
+			uri = generated
+		}
+		r.templates = append(r.templates, template{display: name, uris: []string{uri}, format: core.TaskLog_JSON})
+	}
+	builtin(cfg.IsKubernetesEnabled, KubernetesName, cfg.KubernetesTemplateURI,
+		cfg.KubernetesURL+"/#!/log/{{ .namespace }}/{{ .podName }}/pod?namespace={{ .namespace }}")
+	builtin(cfg.IsCloudwatchEnabled, CloudwatchName, cfg.CloudwatchTemplateURI,
+		fmt.Sprintf("https://console.aws.amazon.com/cloudwatch/home?region=%s#logEventViewer:group=%s;stream=var.log.containers.{{ .podName }}_{{ .namespace }}_{{ .containerName }}-{{ .containerId }}.log",
+			cfg.CloudwatchRegion, cfg.CloudwatchLogGroup))
+	builtin(cfg.IsStackDriverEnabled, StackdriverName, cfg.StackDriverTemplateURI,
+		fmt.Sprintf("https://console.cloud.google.com/logs/viewer?project=%s&angularJsUrl=%%2Flogs%%2Fviewer%%3Fproject%%3D%s&resource=%s&advancedFilter=resource.labels.pod_name%%3D{{ .podName }}",
+			cfg.GCPProjectName, cfg.GCPProjectName, cfg.StackdriverLogResourceName))
+	for _, a := range cfg.AzureLogTemplates {
+		t := fromConfig(a.TaskLogTemplate)
+		if t.display == "" {
+			t.display = AzureName
+		}
+		q := defaultAzureQuery
+		if a.QueryFormat != nil {
+			q = *a.QueryFormat
+		}
+		t.azureQuery = &q
+		r.templates = append(r.templates, t)
+	}
+	for _, c := range cfg.Templates {
+		r.templates = append(r.templates, fromConfig(c))
+	}
+	names := make([]string, 0, len(cfg.DynamicLogLinks))
+	for n := range cfg.DynamicLogLinks {
+		names = append(names, n)
+	}
+	sort.Strings(names) // a stable order: the configuration is a map
+	for _, n := range names {
+		c := cfg.DynamicLogLinks[n]
+		t := fromConfig(c)
+		// A dynamic link's templateUris are its dynamic URIs, as in Flyte.
+		t.name, t.format, t.uris = n, core.TaskLog_JSON, nil
+		t.dynamicURIs = append(slices.Clip(c.TemplateURIs), c.DynamicTemplateURIs...)
+		r.templates = append(r.templates, t)
+	}
+	return r, nil
+}
+
+// variable is one template variable: {{ .name }} or {{ $name }}, any case.
+type variable struct {
+	re    *regexp.Regexp
+	value string
+}
+
+var varRegexes = map[string]*regexp.Regexp{}
+
+func varRegex(name string) *regexp.Regexp {
+	if re, ok := varRegexes[name]; ok {
+		return re
+	}
+	return regexp.MustCompile(`(?i){{\s*[\.$]` + regexp.QuoteMeta(name) + `\s*}}`)
+}
+
+func init() {
+	for _, n := range []string{"logName", "podName", "podUID", "namespace", "containerName", "containerID", "hostname",
+		"podRFC3339StartTime", "podRFC3339FinishTime", "podUnixStartTime", "podUnixFinishTime", "taskID", "taskVersion",
+		"taskOrg", "taskProject", "taskDomain", "taskRetryAttempt", "nodeID", "executionName", "executionProject",
+		"executionDomain", "executionOrg", "generatedName", "runName", "actionName"} {
+		varRegexes[n] = regexp.MustCompile(`(?i){{\s*[\.$]` + n + `\s*}}`)
+	}
+}
+
+// vars are the variables of in, in the order they are applied.
+func (in Input) vars() []variable {
+	v := func(name, value string) variable { return variable{varRegex(name), value} }
+	out := []variable{v("logName", in.LogName)}
+	extra := make([]string, 0, len(in.Extra))
+	for k := range in.Extra {
+		extra = append(extra, k)
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		out = append(out, v(k, in.Extra[k]))
+	}
+	containerID := in.ContainerID
+	if _, id, ok := strings.Cut(containerID, "://"); ok {
+		containerID = id
+	}
+	unix := func(t time.Time) string {
+		if t.IsZero() {
+			return "0"
+		}
+		return strconv.FormatInt(t.Unix(), 10)
+	}
+	rfc := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	return append(out,
+		v("podName", in.PodName), v("podUID", in.PodUID), v("namespace", in.Namespace),
+		v("containerName", in.ContainerName), v("containerID", containerID), v("hostname", in.HostName),
+		v("nodeID", in.NodeID), v("generatedName", in.GeneratedName),
+		v("taskRetryAttempt", strconv.FormatUint(uint64(in.RetryAttempt), 10)),
+		v("taskID", in.Task.GetName()), v("taskVersion", in.Task.GetVersion()), v("taskOrg", in.Task.GetOrg()),
+		v("taskProject", in.Task.GetProject()), v("taskDomain", in.Task.GetDomain()),
+		v("executionName", in.Run), v("runName", in.Run), v("actionName", in.Action),
+		v("executionProject", in.Project), v("executionDomain", in.Domain), v("executionOrg", in.Org),
+		v("podRFC3339StartTime", rfc(in.PodStart)), v("podRFC3339FinishTime", rfc(in.PodFinish)),
+		v("podUnixStartTime", unix(in.PodStart)), v("podUnixFinishTime", unix(in.PodFinish)),
+	)
+}
+
+// render substitutes vars in s; a variable without a value is left as written.
+func render(s string, vars []variable) string {
+	for _, v := range vars {
+		if v.value != "" {
+			s = v.re.ReplaceAllLiteralString(s, v.value)
+		}
+	}
+	return s
+}
+
+var taskConfigRef = regexp.MustCompile(`(?i){{\s*.taskConfig[\.$]([a-zA-Z_]+)\s*}}`)
+
+// Links renders every link of in.
+func (r *Renderer) Links(in Input) ([]*core.TaskLog, error) {
+	vars := in.vars()
+	var out []*core.TaskLog
+	// The task's own links come first, as dashboards.
+	for _, l := range in.TaskLinks {
+		out = append(out, &core.TaskLog{Uri: render(l.GetUri(), vars), Name: render(l.GetName(), vars) + render(in.LogName, vars),
+			MessageFormat: l.GetMessageFormat(), LinkType: core.TaskLog_DASHBOARD, IconUri: l.GetIconUri(), Ready: true})
+	}
+	kinds := dynamicKinds(in)
+	for _, t := range r.templates {
+		if t.azureQuery != nil {
+			q, err := azureQuery(render(*t.azureQuery, vars))
+			if err != nil {
+				return nil, err
+			}
+			for _, base := range t.uris {
+				out = append(out, &core.TaskLog{Name: t.display + in.LogName, Uri: base + q, MessageFormat: core.TaskLog_JSON})
+			}
+			continue
+		}
+		for _, uri := range t.uris {
+			out = append(out, &core.TaskLog{Uri: render(uri, vars), Name: render(t.display, vars) + render(in.LogName, vars),
+				MessageFormat: t.format, ShowWhilePending: t.showPending, HideOnceFinished: t.hideEnd,
+				LinkType: t.linkType, IconUri: t.icon, Ready: true})
+		}
+		if t.name == "" || !slices.Contains(kinds, t.name) {
+			continue
+		}
+		lt := t.linkType
+		if t.name == vscodeLinkType {
+			lt = core.TaskLog_IDE
+		}
+		for _, uri := range t.dynamicURIs {
+			dv := vars
+			for _, m := range taskConfigRef.FindAllStringSubmatch(uri, -1) {
+				if value, ok := in.TaskConfig[m[1]]; ok {
+					re := regexp.MustCompile(`(?i){{\s*.taskConfig[\.$]` + regexp.QuoteMeta(m[1]) + `\s*}}`)
+					dv = append(slices.Clip(dv), variable{re, value})
+				}
+			}
+			out = append(out, &core.TaskLog{Uri: render(uri, dv), Name: t.display + in.LogName, MessageFormat: t.format,
+				ShowWhilePending: t.showPending, HideOnceFinished: t.hideEnd, LinkType: lt, IconUri: t.icon, Ready: true})
+		}
+	}
+	return out, nil
+}
+
+// dynamicKinds are the dynamic links in asks for, sorted and without repeats.
+func dynamicKinds(in Input) []string {
+	var kinds []string
+	if lt := in.TaskConfig["link_type"]; lt != "" {
+		kinds = strings.Split(lt, ",")
+	}
+	if in.EnableVSCode {
+		kinds = append(kinds, vscodeLinkType)
+	}
+	slices.Sort(kinds)
+	return slices.Compact(kinds)
+}
+
+// azureQuery is query gzipped, base64-encoded and escaped for a URL.
+func azureQuery(query string) (string, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write([]byte(query)); err != nil {
+		return "", fmt.Errorf("azure log query: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return "", fmt.Errorf("azure log query: %w", err)
+	}
+	return url.QueryEscape(base64.StdEncoding.EncodeToString(buf.Bytes())), nil
+}
