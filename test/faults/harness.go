@@ -25,7 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
+	eventsv2 "github.com/taskaction/executor/gen/executor/events/v2"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 	"github.com/taskaction/executor/internal/kwokrig"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/controller"
@@ -413,13 +414,13 @@ func (x *suite) world(expected map[string]audit.Outcome, deleted map[string]stri
 }
 
 // storedEvents reads the run's events from the events service with its own client.
-func (x *suite) storedEvents() []*eventsv1.ActionEvent {
+func (x *suite) storedEvents() []*workflow.ActionEvent {
 	x.t.Helper()
-	c := events.NewClient("http://"+x.eventsAddr, nil)
-	var out []*eventsv1.ActionEvent
+	c := events.NewQueryClient("http://"+x.eventsAddr, nil)
+	var out []*workflow.ActionEvent
 	token := ""
 	for {
-		resp, err := c.ListActionEvents(x.ctx, connect.NewRequest(&eventsv1.ListActionEventsRequest{Run: run, PageSize: 1000, PageToken: token}))
+		resp, err := c.ListActionEvents(x.ctx, connect.NewRequest(&eventsv2.ListActionEventsRequest{Run: run, PageSize: 1000, PageToken: token}))
 		if err != nil {
 			x.t.Fatalf("list stored events: %v", err)
 		}
@@ -469,10 +470,6 @@ func indexOf(ss []string, s string) int {
 		}
 	}
 	return -1
-}
-
-func actionID(ta *flytev1.TaskAction) *eventsv1.ActionIdentifier {
-	return &eventsv1.ActionIdentifier{Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName}
 }
 
 // seeded is the suite's random source.

@@ -216,7 +216,7 @@ func TestDeleteStorm(t *testing.T) {
 	sem := make(chan struct{}, 64)
 	for i := range n {
 		ta, _ := taskAction("storm", i, true)
-		deleted[namespace+"/"+ta.Name] = audit.ActionKey(actionID(ta))
+		deleted[namespace+"/"+ta.Name] = audit.TaskActionKey(ta)
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {

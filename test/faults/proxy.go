@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
-	"github.com/taskaction/executor/gen/executor/events/v1/eventsv1connect"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow/workflowconnect"
 )
 
 // EventsWitness stands between the executor and the events service and keeps
@@ -31,7 +31,7 @@ type EventsWitness struct {
 
 	mu        sync.Mutex
 	srv       *http.Server
-	acked     []*eventsv1.ActionEvent
+	acked     []*workflow.ActionEvent
 	undecoded int
 }
 
@@ -57,7 +57,7 @@ func (w *EventsWitness) URL() string { return "http://" + w.addr }
 func (w *EventsWitness) serve(l net.Listener) {
 	rp := httputil.NewSingleHostReverseProxy(w.target)
 	rp.ModifyResponse = func(resp *http.Response) error {
-		evs, _ := resp.Request.Context().Value(ctxKey{}).([]*eventsv1.ActionEvent)
+		evs, _ := resp.Request.Context().Value(ctxKey{}).([]*workflow.ActionEvent)
 		if evs != nil && resp.StatusCode == http.StatusOK {
 			w.mu.Lock()
 			w.acked = append(w.acked, evs...)
@@ -66,7 +66,7 @@ func (w *EventsWitness) serve(l net.Listener) {
 		return nil
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == eventsv1connect.EventsServiceRecordProcedure {
+		if r.Method == http.MethodPost && r.URL.Path == workflowconnect.EventsProxyServiceRecordProcedure {
 			body, err := io.ReadAll(r.Body)
 			_ = r.Body.Close()
 			if err != nil {
@@ -117,13 +117,13 @@ func (w *EventsWitness) Up() error {
 }
 
 // Acked returns the acknowledged events so far, and how many Record bodies could not be decoded.
-func (w *EventsWitness) Acked() ([]*eventsv1.ActionEvent, int) {
+func (w *EventsWitness) Acked() ([]*workflow.ActionEvent, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return append([]*eventsv1.ActionEvent(nil), w.acked...), w.undecoded
+	return append([]*workflow.ActionEvent(nil), w.acked...), w.undecoded
 }
 
-func decodeRecord(h http.Header, body []byte) ([]*eventsv1.ActionEvent, error) {
+func decodeRecord(h http.Header, body []byte) ([]*workflow.ActionEvent, error) {
 	if h.Get("Content-Encoding") == "gzip" {
 		zr, err := gzip.NewReader(bytes.NewReader(body))
 		if err != nil {
@@ -133,7 +133,7 @@ func decodeRecord(h http.Header, body []byte) ([]*eventsv1.ActionEvent, error) {
 			return nil, err
 		}
 	}
-	var req eventsv1.RecordRequest
+	var req workflow.RecordRequest
 	ct := h.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "application/proto"):

@@ -19,7 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/common"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 	"github.com/taskaction/executor/pkg/controller"
 )
 
@@ -46,7 +47,7 @@ type World struct {
 	// TaskActions are those the API server still has.
 	TaskActions []flytev1.TaskAction
 	// Deleted maps each TaskAction the suite deleted (namespace/name) to its
-	// action (ActionKey): it must be gone, with exactly one ABORTED event.
+	// action (TaskActionKey): it must be gone, with exactly one ABORTED event.
 	Deleted map[string]string
 	// Expected outcomes by namespace/name (optional).
 	Expected map[string]Outcome
@@ -55,9 +56,9 @@ type World struct {
 	// PodCreates are every pod create in the audit log.
 	PodCreates []PodCreate
 	// Acked are the events of every Record call the events service answered 200.
-	Acked []*eventsv1.ActionEvent
+	Acked []*workflow.ActionEvent
 	// Stored is the events store's content.
-	Stored []*eventsv1.ActionEvent
+	Stored []*workflow.ActionEvent
 }
 
 // Report holds the count of each defect; each must be zero.
@@ -162,24 +163,24 @@ func Check(w World) *Report {
 }
 
 // historyPhases maps a phaseHistory name to the event phases that report it.
-var historyPhases = map[string][]eventsv1.Phase{
-	flytev1.ReasonQueued:           {eventsv1.Phase_PHASE_QUEUED, eventsv1.Phase_PHASE_WAITING_FOR_RESOURCES},
-	flytev1.ReasonInitializing:     {eventsv1.Phase_PHASE_INITIALIZING},
-	flytev1.ReasonExecuting:        {eventsv1.Phase_PHASE_RUNNING},
-	flytev1.ReasonCompleted:        {eventsv1.Phase_PHASE_SUCCEEDED},
-	flytev1.ReasonRetryableFailure: {eventsv1.Phase_PHASE_FAILED},
-	flytev1.ReasonPermanentFailure: {eventsv1.Phase_PHASE_FAILED},
-	flytev1.ReasonInvalidSpec:      {eventsv1.Phase_PHASE_FAILED},
-	flytev1.ReasonPluginNotFound:   {eventsv1.Phase_PHASE_FAILED},
-	flytev1.ReasonTimedOut:         {eventsv1.Phase_PHASE_TIMED_OUT, eventsv1.Phase_PHASE_FAILED},
-	flytev1.ReasonAborted:          {eventsv1.Phase_PHASE_ABORTED},
+var historyPhases = map[string][]common.ActionPhase{
+	flytev1.ReasonQueued:           {common.ActionPhase_ACTION_PHASE_QUEUED, common.ActionPhase_ACTION_PHASE_WAITING_FOR_RESOURCES},
+	flytev1.ReasonInitializing:     {common.ActionPhase_ACTION_PHASE_INITIALIZING},
+	flytev1.ReasonExecuting:        {common.ActionPhase_ACTION_PHASE_RUNNING},
+	flytev1.ReasonCompleted:        {common.ActionPhase_ACTION_PHASE_SUCCEEDED},
+	flytev1.ReasonRetryableFailure: {common.ActionPhase_ACTION_PHASE_FAILED},
+	flytev1.ReasonPermanentFailure: {common.ActionPhase_ACTION_PHASE_FAILED},
+	flytev1.ReasonInvalidSpec:      {common.ActionPhase_ACTION_PHASE_FAILED},
+	flytev1.ReasonPluginNotFound:   {common.ActionPhase_ACTION_PHASE_FAILED},
+	flytev1.ReasonTimedOut:         {common.ActionPhase_ACTION_PHASE_TIMED_OUT, common.ActionPhase_ACTION_PHASE_FAILED},
+	flytev1.ReasonAborted:          {common.ActionPhase_ACTION_PHASE_ABORTED},
 }
 
 // checkHistory: every phaseHistory entry of a TaskAction must be backed by a
 // distinct acknowledged event of its action with a phase that reports it
 // (the status may never run ahead of the events).
 func checkHistory(r *Report, w World) {
-	acked := map[string]map[eventsv1.Phase]int{} // action key → phase → distinct identities
+	acked := map[string]map[common.ActionPhase]int{} // action key → phase → distinct identities
 	seen := map[string]bool{}
 	for _, e := range w.Acked {
 		id := identity(e)
@@ -189,20 +190,20 @@ func checkHistory(r *Report, w World) {
 		seen[id] = true
 		k := ActionKey(e.GetId())
 		if acked[k] == nil {
-			acked[k] = map[eventsv1.Phase]int{}
+			acked[k] = map[common.ActionPhase]int{}
 		}
 		acked[k][e.GetPhase()]++
 	}
-	stored := map[string]map[eventsv1.Phase]int{}
+	stored := map[string]map[common.ActionPhase]int{}
 	for _, e := range w.Stored {
 		k := ActionKey(e.GetId())
 		if stored[k] == nil {
-			stored[k] = map[eventsv1.Phase]int{}
+			stored[k] = map[common.ActionPhase]int{}
 		}
 		stored[k][e.GetPhase()]++
 	}
 	for _, ta := range w.TaskActions {
-		k := ActionKey(&eventsv1.ActionIdentifier{Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName})
+		k := TaskActionKey(&ta)
 		left := acked[k]
 		storedLeft := stored[k]
 		for i, h := range ta.Status.PhaseHistory {
@@ -249,7 +250,7 @@ func checkEvents(r *Report, w World) {
 			r.add(&r.DuplicateIdentities, "identity %s stored %d times", id, n)
 		}
 	}
-	first := map[string]*eventsv1.ActionEvent{}
+	first := map[string]*workflow.ActionEvent{}
 	missing := map[string]bool{}
 	for _, e := range w.Acked {
 		id := identity(e)
@@ -271,22 +272,35 @@ func checkEvents(r *Report, w World) {
 }
 
 // sameContent compares two events but for the times, which a re-send recomputes.
-func sameContent(a, b *eventsv1.ActionEvent) bool {
-	a, b = proto.Clone(a).(*eventsv1.ActionEvent), proto.Clone(b).(*eventsv1.ActionEvent)
-	for _, e := range []*eventsv1.ActionEvent{a, b} {
-		e.ReportedTime, e.UpdatedTime = nil, nil
+func sameContent(a, b *workflow.ActionEvent) bool {
+	a, b = proto.Clone(a).(*workflow.ActionEvent), proto.Clone(b).(*workflow.ActionEvent)
+	for _, e := range []*workflow.ActionEvent{a, b} {
+		clearTimes(e)
 	}
 	return proto.Equal(a, b)
 }
 
+// timeFields are when an event was made and sent, which a re-send recomputes.
+var timeFields = map[protoreflect.Name]bool{"reported_time": true, "updated_time": true, "start_time": true, "end_time": true}
+
+func clearTimes(e *workflow.ActionEvent) {
+	m := e.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		if timeFields[fields.Get(i).Name()] {
+			m.Clear(fields.Get(i))
+		}
+	}
+}
+
 // contentDiff names the fields in which two events differ (times aside).
-func contentDiff(a, b *eventsv1.ActionEvent) string {
+func contentDiff(a, b *workflow.ActionEvent) string {
 	var diffs []string
 	ra, rb := a.ProtoReflect(), b.ProtoReflect()
 	fields := ra.Descriptor().Fields()
 	for i := 0; i < fields.Len(); i++ {
 		f := fields.Get(i)
-		if f.Name() == "reported_time" || f.Name() == "updated_time" {
+		if timeFields[f.Name()] {
 			continue
 		}
 		if va, vb := ra.Get(f), rb.Get(f); !va.Equal(vb) {
@@ -297,14 +311,14 @@ func contentDiff(a, b *eventsv1.ActionEvent) string {
 }
 
 // fieldText renders one field of e as text.
-func fieldText(e *eventsv1.ActionEvent, f protoreflect.FieldDescriptor) string {
+func fieldText(e *workflow.ActionEvent, f protoreflect.FieldDescriptor) string {
 	if !e.ProtoReflect().Has(f) {
 		return "(unset)"
 	}
 	if !f.IsList() && !f.IsMap() && f.Message() == nil {
 		return fmt.Sprint(e.ProtoReflect().Get(f).Interface())
 	}
-	only := &eventsv1.ActionEvent{}
+	only := &workflow.ActionEvent{}
 	only.ProtoReflect().Set(f, e.ProtoReflect().Get(f))
 	return strings.TrimSpace(prototext.MarshalOptions{}.Format(only))
 }
@@ -373,7 +387,7 @@ func checkAborted(r *Report, w World) {
 	}
 	aborted := map[string]int{}
 	for _, e := range w.Stored {
-		if e.GetPhase() == eventsv1.Phase_PHASE_ABORTED {
+		if e.GetPhase() == common.ActionPhase_ACTION_PHASE_ABORTED {
 			aborted[ActionKey(e.GetId())]++
 		}
 	}
@@ -389,13 +403,21 @@ func checkAborted(r *Report, w World) {
 	}
 }
 
-func identity(e *eventsv1.ActionEvent) string {
-	return fmt.Sprintf("%s attempt %d %s v%d", ActionKey(e.GetId()), e.GetAttempt(), strings.TrimPrefix(e.GetPhase().String(), "PHASE_"), e.GetVersion())
+func identity(e *workflow.ActionEvent) string {
+	return fmt.Sprintf("%s attempt %d %s v%d", ActionKey(e.GetId()), e.GetAttempt(), strings.TrimPrefix(e.GetPhase().String(), "ACTION_PHASE_"), e.GetVersion())
 }
 
-// ActionKey names an action: project/domain/run/action.
-func ActionKey(id *eventsv1.ActionIdentifier) string {
-	return id.GetProject() + "/" + id.GetDomain() + "/" + id.GetRun() + "/" + id.GetAction()
+// ActionKey names an action: org/project/domain/run/action.
+func ActionKey(id *common.ActionIdentifier) string {
+	r := id.GetRun()
+	return r.GetOrg() + "/" + r.GetProject() + "/" + r.GetDomain() + "/" + r.GetName() + "/" + id.GetName()
+}
+
+// TaskActionKey is the ActionKey of a TaskAction's events (the executor sends
+// no org, as Flyte's own executor does not).
+func TaskActionKey(ta *flytev1.TaskAction) string {
+	return ActionKey(&common.ActionIdentifier{Run: &common.RunIdentifier{Project: ta.Spec.Project,
+		Domain: ta.Spec.Domain, Name: ta.Spec.RunName}, Name: ta.Spec.ActionName})
 }
 
 func isTerminal(ta *flytev1.TaskAction) bool { return controller.IsTerminal(ta) }

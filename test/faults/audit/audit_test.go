@@ -12,13 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/common"
+	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 	"github.com/taskaction/executor/pkg/controller"
 )
 
-func ev(action string, attempt uint32, phase eventsv1.Phase, version uint32) *eventsv1.ActionEvent {
-	return &eventsv1.ActionEvent{Id: &eventsv1.ActionIdentifier{Project: "p", Domain: "d", Run: "r", Action: action},
-		Attempt: attempt, Phase: phase, Version: version, PodName: action + "-0"}
+func ev(action string, attempt uint32, phase common.ActionPhase, version uint32) *workflow.ActionEvent {
+	return &workflow.ActionEvent{Id: &common.ActionIdentifier{Run: &common.RunIdentifier{Project: "p", Domain: "d", Name: "r"}, Name: action},
+		Attempt: attempt, Phase: phase, Version: version, Cluster: "c1"}
 }
 
 // cleanWorld is one TaskAction that succeeded on its first attempt, as every
@@ -34,8 +35,8 @@ func cleanWorld() World {
 				{Phase: flytev1.ReasonQueued}, {Phase: flytev1.ReasonExecuting}, {Phase: flytev1.ReasonCompleted}},
 		},
 	}
-	evs := []*eventsv1.ActionEvent{
-		ev("a", 1, eventsv1.Phase_PHASE_QUEUED, 0), ev("a", 1, eventsv1.Phase_PHASE_RUNNING, 0), ev("a", 1, eventsv1.Phase_PHASE_SUCCEEDED, 0)}
+	evs := []*workflow.ActionEvent{
+		ev("a", 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0), ev("a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0), ev("a", 1, common.ActionPhase_ACTION_PHASE_SUCCEEDED, 0)}
 	pod := corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a-0", Labels: map[string]string{"flyte.org/attempt": "1"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "TaskAction", Name: "a", UID: "uid-a"}}},
@@ -70,9 +71,9 @@ func TestCheckEachAuditCanFail(t *testing.T) {
 			w.Pods[0].Status.Phase = corev1.PodRunning
 		}, func(r *Report) int { return r.StuckTaskActions }},
 		{"deleted yet present", func(w *World) {
-			w.Deleted = map[string]string{"ns/a": "p/d/r/a"}
+			w.Deleted = map[string]string{"ns/a": "/p/d/r/a"}
 			w.Pods = nil
-			w.Stored = append(w.Stored, ev("a", 1, eventsv1.Phase_PHASE_ABORTED, 0))
+			w.Stored = append(w.Stored, ev("a", 1, common.ActionPhase_ACTION_PHASE_ABORTED, 0))
 			w.Acked = w.Stored
 		}, func(r *Report) int { return r.StuckTaskActions }},
 		{"status ahead of the events", func(w *World) {
@@ -86,11 +87,11 @@ func TestCheckEachAuditCanFail(t *testing.T) {
 			w.Stored = w.Stored[1:]
 		}, func(r *Report) int { return r.AckedNotStored }},
 		{"identity stored twice", func(w *World) {
-			w.Stored = append(w.Stored, ev("a", 1, eventsv1.Phase_PHASE_RUNNING, 0))
+			w.Stored = append(w.Stored, ev("a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0))
 		}, func(r *Report) int { return r.DuplicateIdentities }},
 		{"identity acknowledged with another content", func(w *World) {
-			other := ev("a", 1, eventsv1.Phase_PHASE_RUNNING, 0)
-			other.PodName = "someone-else"
+			other := ev("a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0)
+			other.Cluster = "someone-else"
 			w.Acked = append(w.Acked, other)
 		}, func(r *Report) int { return r.DuplicateIdentities }},
 		{"second pod for the same attempt", func(w *World) {
@@ -110,20 +111,20 @@ func TestCheckEachAuditCanFail(t *testing.T) {
 			w.TaskActions[0].Status.PhaseHistory[2].Phase = flytev1.ReasonPermanentFailure
 			w.Pods[0].Status.Phase = corev1.PodFailed
 			for _, e := range w.Stored {
-				if e.Phase == eventsv1.Phase_PHASE_SUCCEEDED {
-					e.Phase = eventsv1.Phase_PHASE_FAILED
+				if e.Phase == common.ActionPhase_ACTION_PHASE_SUCCEEDED {
+					e.Phase = common.ActionPhase_ACTION_PHASE_FAILED
 				}
 			}
 		}, func(r *Report) int { return r.WrongOutcomes }},
 		{"deleted with two ABORTED events", func(w *World) {
 			w.TaskActions, w.Pods = nil, nil
-			w.Deleted = map[string]string{"ns/a": "p/d/r/a"}
-			w.Stored = append(w.Stored, ev("a", 1, eventsv1.Phase_PHASE_ABORTED, 0), ev("a", 1, eventsv1.Phase_PHASE_ABORTED, 1))
+			w.Deleted = map[string]string{"ns/a": "/p/d/r/a"}
+			w.Stored = append(w.Stored, ev("a", 1, common.ActionPhase_ACTION_PHASE_ABORTED, 0), ev("a", 1, common.ActionPhase_ACTION_PHASE_ABORTED, 1))
 			w.Acked = w.Stored
 		}, func(r *Report) int { return r.AbortedNotExactlyOne }},
 		{"deleted without an ABORTED event", func(w *World) {
 			w.TaskActions, w.Pods = nil, nil
-			w.Deleted = map[string]string{"ns/a": "p/d/r/a"}
+			w.Deleted = map[string]string{"ns/a": "/p/d/r/a"}
 		}, func(r *Report) int { return r.AbortedNotExactlyOne }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,7 +143,7 @@ func TestCheckEachAuditCanFail(t *testing.T) {
 
 func TestIdenticalResendIsAllowed(t *testing.T) {
 	w := cleanWorld()
-	w.Acked = append(w.Acked, ev("a", 1, eventsv1.Phase_PHASE_SUCCEEDED, 0))
+	w.Acked = append(w.Acked, ev("a", 1, common.ActionPhase_ACTION_PHASE_SUCCEEDED, 0))
 	r := Check(w)
 	if f := r.Failures(); len(f) != 0 || r.ResentIdentical != 1 {
 		t.Fatalf("failures %v, re-sends %d", f, r.ResentIdentical)
@@ -226,10 +227,10 @@ func TestWritesWithoutLease(t *testing.T) {
 }
 
 func TestContentDiffNamesTheField(t *testing.T) {
-	a, b := ev("a", 1, eventsv1.Phase_PHASE_RUNNING, 0), ev("a", 1, eventsv1.Phase_PHASE_RUNNING, 0)
-	b.PodName = "other"
-	b.ClusterEvents = []*eventsv1.ClusterEvent{{Message: "pulled"}}
-	if d := contentDiff(a, b); !strings.Contains(d, `pod_name "a-0" / "other"`) || !strings.Contains(d, "pulled") {
+	a, b := ev("a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0), ev("a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0)
+	b.Cluster = "other"
+	b.ClusterEvents = []*workflow.ClusterEvent{{Message: "pulled"}}
+	if d := contentDiff(a, b); !strings.Contains(d, `cluster "c1" / "other"`) || !strings.Contains(d, "pulled") {
 		t.Fatalf("diff %q", d)
 	}
 }

@@ -29,7 +29,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
-	eventsv1 "github.com/taskaction/executor/gen/executor/events/v1"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/cachesvc/cachesvctest"
 	"github.com/taskaction/executor/pkg/config"
@@ -377,7 +376,7 @@ func rowWorld(t *testing.T, k8s client.Client, evs *eventsvctest.Instance, witne
 		}
 		w.TaskActions = append(w.TaskActions, *ta)
 		uids[string(ta.UID)] = true
-		actions[audit.ActionKey(&eventsv1.ActionIdentifier{Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName})] = true
+		actions[audit.TaskActionKey(ta)] = true
 	}
 	var pods corev1.PodList
 	if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
