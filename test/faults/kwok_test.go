@@ -144,10 +144,10 @@ func TestLeaderFailover(t *testing.T) {
 		if n != 0 {
 			t.Errorf("%d writes from a replica not holding the lease", n)
 		}
-		// The standby sees the last renewal at its next poll (a retry period,
-		// jittered by up to 1.2×), waits out the lease from then, and takes
-		// the Lease at its first poll after that.
-		bound := leaseDuration + 2*retryPeriod*12/10
+		// The standby polls every retry period plus up to 1.2 of it (client-go
+		// jitters it so): it sees the last renewal at its next poll, waits out
+		// the lease from then, and takes the Lease at its first poll after.
+		bound := leaseDuration + 2*retryPeriod*22/10
 		if takeover == 0 || sinceRenewal > bound {
 			t.Errorf("takeover %s after the leader's last renewal: want within %s", sinceRenewal, bound)
 		}
