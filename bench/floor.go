@@ -226,7 +226,7 @@ func isTerminal(ta *flytev1.TaskAction) bool {
 // the bench's fail marker), and its default resources.
 func floorPod(ta *flytev1.TaskAction) *corev1.Pod {
 	t := true
-	tt := ta.Spec.TaskTemplate
+	tt := ta.Spec.Template
 	c := corev1.Container{Name: container.DefaultPrimaryContainerName, Image: tt.Container.Image,
 		Command: tt.Container.Command, Args: tt.Container.Args, Resources: tt.Container.Resources}
 	if len(c.Resources.Requests) == 0 && len(c.Resources.Limits) == 0 {

@@ -442,7 +442,7 @@ func wantFail(i int, f float64) bool {
 
 func benchTaskAction(i int, fail bool) *flytev1.TaskAction {
 	name := fmt.Sprintf("bench-%05d", i)
-	tt := &flytev1.TaskTemplate{
+	tt := &flytev1.TypedTaskTemplate{
 		ID:        flytev1.TaskID{Name: "bench", Version: "v1"},
 		Container: &flytev1.Container{Image: "busybox:1.36", Command: []string{"true"}},
 	}
@@ -452,7 +452,7 @@ func benchTaskAction(i int, fail bool) *flytev1.TaskAction {
 	return &flytev1.TaskAction{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNamespace},
 		Spec: flytev1.TaskActionSpec{RunName: "bench", Project: "bench", Domain: "development",
-			ActionName: name, TaskType: "container", TaskTemplate: tt,
+			ActionName: name, TaskType: "container", Template: tt,
 			InputURI: "s3://bench/inputs/" + name + "/inputs.pb", RunOutputBase: "s3://bench/outputs/bench"},
 	}
 }

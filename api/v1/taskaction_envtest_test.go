@@ -2,6 +2,8 @@ package v1_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,7 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/internal/testenv"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 var env *testenv.Env
@@ -55,11 +60,29 @@ func minimal(ns, name string) *flytev1.TaskAction {
 			Project:    "flytesnacks",
 			Domain:     "development",
 			ActionName: "a0",
+			Template:   &flytev1.TypedTaskTemplate{Container: &flytev1.Container{Image: "busybox:1.36"}},
 		},
 	}
 }
 
-func full(ns, name string) *flytev1.TaskAction {
+// sortedJSON is v as JSON with object keys sorted, as the API server returns it.
+func sortedJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func full(t *testing.T, ns, name string) *flytev1.TaskAction {
 	ta := minimal(ns, name)
 	ta.Labels = map[string]string{"suite": "api"}
 	ta.Spec.ParentActionName = ptr.To("root")
@@ -72,10 +95,10 @@ func full(ns, name string) *flytev1.TaskAction {
 	ta.Spec.CacheKey = "k-123"
 	ta.Spec.EnvVars = map[string]string{"RUN_ID": "run-1", "_X9": "y"}
 	ta.Spec.Interruptible = ptr.To(true)
-	ta.Spec.TaskTemplate = &flytev1.TaskTemplate{
+	ta.Spec.Template = &flytev1.TypedTaskTemplate{
 		ID:                flytev1.TaskID{Name: "hello", Version: "v1"},
 		Retries:           2,
-		Timeout:           &metav1.Duration{Duration: 90 * time.Second},
+		Timeout:           ptr.To("1h1m30.5s"),
 		CacheSerializable: true,
 		Container: &flytev1.Container{
 			Image:   "busybox:1.36",
@@ -96,15 +119,16 @@ func full(ns, name string) *flytev1.TaskAction {
 		SecurityContext: &flytev1.SecurityContext{
 			RunAs: &flytev1.RunAs{K8sServiceAccount: "task-sa"},
 			Secrets: []flytev1.Secret{
-				{Group: "aws", Key: "access-key", MountRequirement: flytev1.MountEnvVar},
-				{Key: "token", MountRequirement: flytev1.MountFile},
+				{Group: "aws", Key: "access-key", MountRequirement: flytev1.MountEnvVar, EnvVar: "AWS_KEY"},
+				{Key: "token", GroupVersion: "2", MountRequirement: flytev1.MountFile},
+				{Key: "any", MountRequirement: flytev1.MountAny},
 			},
 		},
 		PodTemplate: &flytev1.PodTemplate{
 			Labels:               map[string]string{"team": "ml"},
 			Annotations:          map[string]string{"note": "x"},
 			PrimaryContainerName: "primary",
-			Spec: &corev1.PodSpec{
+			Spec: &flytev1.PodSpecDocument{Raw: sortedJSON(t, &corev1.PodSpec{
 				Containers: []corev1.Container{{
 					Name:  "primary",
 					Image: "busybox:1.36",
@@ -112,7 +136,7 @@ func full(ns, name string) *flytev1.TaskAction {
 				}},
 				NodeSelector: map[string]string{"pool": "cpu"},
 				Tolerations:  []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}},
-			},
+			})},
 		},
 		Config: map[string]string{"k": "v"},
 	}
@@ -122,7 +146,7 @@ func full(ns, name string) *flytev1.TaskAction {
 func TestValidTaskActionsAreAdmittedAndReadBackEqual(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	for _, want := range []*flytev1.TaskAction{minimal(ns, "minimal"), full(ns, "full")} {
+	for _, want := range []*flytev1.TaskAction{minimal(ns, "minimal"), full(t, ns, "full")} {
 		t.Run(want.Name, func(t *testing.T) {
 			sent := want.DeepCopy()
 			if err := env.Client.Create(ctx, sent); err != nil {
@@ -250,24 +274,30 @@ func TestMalformedTaskActionsAreRejected(t *testing.T) {
 	}{
 		{"missing project", func(ta *flytev1.TaskAction) { ta.Spec.Project = "" }, "spec.project", "should be at least 1 chars long"},
 		{"missing runName", func(ta *flytev1.TaskAction) { ta.Spec.RunName = "" }, "spec.runName", "should be at least 1 chars long"},
-		{"negative retries", func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate = &flytev1.TaskTemplate{Retries: -1}
-		}, "spec.taskTemplate.retries", "should be greater than or equal to 0"},
-		{"retries over 100", func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate = &flytev1.TaskTemplate{Retries: 101}
-		}, "spec.taskTemplate.retries", "should be less than or equal to 100"},
+		{"negative retries", func(ta *flytev1.TaskAction) { ta.Spec.Template.Retries = -1 }, "spec.template.retries", "should be greater than or equal to 0"},
+		{"retries over 100", func(ta *flytev1.TaskAction) { ta.Spec.Template.Retries = 101 }, "spec.template.retries", "should be less than or equal to 100"},
 		{"runName over 30 chars", func(ta *flytev1.TaskAction) { ta.Spec.RunName = strings.Repeat("r", 31) }, "spec.runName", "may not be more than 30"},
 		{"actionName over 30 chars", func(ta *flytev1.TaskAction) { ta.Spec.ActionName = strings.Repeat("a", 31) }, "spec.actionName", "may not be more than 30"},
 		{"bad actionType", func(ta *flytev1.TaskAction) { ta.Spec.ActionType = "loop" }, "spec.actionType", `Unsupported value: "loop"`},
 		{"bad mountRequirement", func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate = &flytev1.TaskTemplate{SecurityContext: &flytev1.SecurityContext{
-				Secrets: []flytev1.Secret{{Key: "k", MountRequirement: "VOLUME"}},
-			}}
-		}, "spec.taskTemplate.securityContext.secrets[0].mountRequirement", `Unsupported value: "VOLUME"`},
-		{"invalid envVars key", func(ta *flytev1.TaskAction) { ta.Spec.EnvVars = map[string]string{"1-BAD": "x"} }, "spec.envVars", "envVars keys must be valid environment variable names"},
-		{"container without image", func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate = &flytev1.TaskTemplate{Container: &flytev1.Container{}}
-		}, "spec.taskTemplate.container.image", "should be at least 1 chars long"},
+			ta.Spec.Template.SecurityContext = &flytev1.SecurityContext{Secrets: []flytev1.Secret{{Key: "k", MountRequirement: "VOLUME"}}}
+		}, "spec.template.securityContext.secrets[0].mountRequirement", `Unsupported value: "VOLUME"`},
+		{"container without image", func(ta *flytev1.TaskAction) { ta.Spec.Template.Container.Image = "" }, "spec.template.container.image", "should be at least 1 chars long"},
+		{"a task without a template", func(ta *flytev1.TaskAction) { ta.Spec.Template = nil }, "spec",
+			"a task needs exactly one of spec.taskTemplate (Flyte's serialized core.TaskTemplate) and spec.template (the typed template)"},
+		{"a task with both templates", func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate = []byte{0x12, 0x01, 0x78} }, "spec",
+			"a task needs exactly one of spec.taskTemplate"},
+		{"timeout in days", func(ta *flytev1.TaskAction) { ta.Spec.Template.Timeout = ptr.To("1d") }, "spec.template.timeout",
+			"timeout must be a non-negative Go duration such as 90s, 1h30m or 500ms (units ns, us, ms, s, m, h; days are not a unit)"},
+		{"negative timeout", func(ta *flytev1.TaskAction) { ta.Spec.Template.Timeout = ptr.To("-5s") }, "spec.template.timeout", "timeout must be a non-negative Go duration"},
+		{"timeout without a unit", func(ta *flytev1.TaskAction) { ta.Spec.Template.Timeout = ptr.To("90") }, "spec.template.timeout", "timeout must be a non-negative Go duration"},
+		{"empty timeout", func(ta *flytev1.TaskAction) { ta.Spec.Template.Timeout = ptr.To("") }, "spec.template.timeout", "timeout must be a non-negative Go duration"},
+		{"pod spec containers not a list", func(ta *flytev1.TaskAction) {
+			ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Spec: &flytev1.PodSpecDocument{Raw: []byte(`{"containers":{"name":"x"}}`)}}
+		}, "spec.template.podTemplate.spec.containers", "must be of type array"},
+		{"pod spec containers not objects", func(ta *flytev1.TaskAction) {
+			ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Spec: &flytev1.PodSpecDocument{Raw: []byte(`{"initContainers":["x"]}`)}}
+		}, "spec.template.podTemplate.spec.initContainers[0]", "must be of type object"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -334,4 +364,174 @@ func TestAbsentProjectIsRequired(t *testing.T) {
 		"spec":       map[string]any{"runName": "r", "domain": "d", "actionName": "a"},
 	}}
 	assertInvalid(t, env.Client.Create(context.Background(), u), "spec.project", "Required value")
+}
+
+// A TaskAction as Flyte's actions service writes it: the serialized template,
+// the run's env vars whatever their keys, URIs of any length, an owner
+// reference to the parent; and a condition with its serialized spec.
+func TestFlyteWrittenTaskActionsAreAdmitted(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	tmpl, err := proto.Marshal(&core.TaskTemplate{
+		Id:     &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "flytesnacks", Domain: "development", Name: "wf.fn", Version: "v1"},
+		Type:   "python",
+		Target: &core.TaskTemplate_Container{Container: &core.Container{Image: "ghcr.io/flyteorg/py:v1", Args: []string{"a0", "{{.input}}"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := "s3://bucket/" + strings.Repeat("deep/", 600)
+	root := &flytev1.TaskAction{
+		ObjectMeta: metav1.ObjectMeta{Name: "rxyz-a0", Namespace: ns, Labels: map[string]string{
+			"flyte.org/project": "flytesnacks", "flyte.org/domain": "development", "flyte.org/run": "rxyz",
+			"flyte.org/action": "a0", "flyte.org/action-type": "task", "flyte.org/is-root": "true",
+		}},
+		Spec: flytev1.TaskActionSpec{
+			RunName: "rxyz", Project: "flytesnacks", Domain: "development", ActionName: "a0",
+			TaskType: "python", ShortName: "fn", TaskTemplate: tmpl, CacheKey: "v1",
+			InputURI: long + "a0", RunOutputBase: long,
+			EnvVars: map[string]string{"my.var": "1", "1STARTS_WITH_DIGIT": "2", "dash-key": "3"},
+		},
+	}
+	if err := env.Client.Create(ctx, root); err != nil {
+		t.Fatalf("Flyte's root TaskAction rejected: %v", err)
+	}
+	bod := true
+	cond := &flytev1.TaskAction{
+		ObjectMeta: metav1.ObjectMeta{Name: "rxyz-c1", Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "flyte.org/v1", Kind: "TaskAction", Name: root.Name, UID: root.UID, BlockOwnerDeletion: &bod}}},
+		Spec: flytev1.TaskActionSpec{
+			RunName: "rxyz", Project: "flytesnacks", Domain: "development", ActionName: "c1", ParentActionName: ptr.To("a0"),
+			ActionType: flytev1.ActionTypeCondition, ConditionSpec: []byte{0x0a, 0x03, 'a', 'n', 'y'},
+		},
+	}
+	if err := env.Client.Create(ctx, cond); err != nil {
+		t.Fatalf("Flyte's condition TaskAction rejected: %v", err)
+	}
+	for _, want := range []*flytev1.TaskAction{root, cond} {
+		var got flytev1.TaskAction
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(want), &got); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(want.Spec, got.Spec) {
+			t.Errorf("%s: spec read back differs:\nsent %+v\ngot  %+v", want.Name, want.Spec, got.Spec)
+		}
+	}
+	// The bytes travel as base64 in JSON, as Flyte's Go type writes them.
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(flytev1.GroupVersion.WithKind("TaskAction"))
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(root), u); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, _ := unstructured.NestedString(u.Object, "spec", "taskTemplate"); s != base64.StdEncoding.EncodeToString(tmpl) {
+		t.Errorf("spec.taskTemplate = %q, want the template's base64", s)
+	}
+}
+
+func TestTypedTimeoutsAreAdmitted(t *testing.T) {
+	ns := newNamespace(t)
+	for i, d := range []string{"0", "90s", "1h30m", ".5s", "1.5h", "300ms", "2us", "1µs", "10ns", "1h0m0.001s"} {
+		ta := minimal(ns, fmt.Sprintf("timeout-%d", i))
+		ta.Spec.Template.Timeout = ptr.To(d)
+		if err := env.Client.Create(context.Background(), ta); err != nil {
+			t.Errorf("timeout %q rejected: %v", d, err)
+		}
+	}
+}
+
+// Issue 10's poison pill: with a CRD that checks nothing (an older CRD, or a
+// client that got past validation), objects the rules now refuse are stored;
+// the typed client still lists every TaskAction, and the decoder fails only
+// the bad ones, naming the field.
+func TestObjectsAnOlderCRDStoredStillList(t *testing.T) {
+	ctx := context.Background()
+	crdKey := client.ObjectKey{Name: "taskactions.flyte.org"}
+	getCRD := func() *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("apiextensions.k8s.io/v1")
+		u.SetKind("CustomResourceDefinition")
+		if err := env.Client.Get(ctx, crdKey, u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	specPath := []string{"spec", "versions", "0", "schema", "openAPIV3Schema", "properties", "spec"}
+	setSpecSchema := func(schema map[string]any) {
+		u := getCRD()
+		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+		v0 := versions[0].(map[string]any)
+		if err := unstructured.SetNestedField(v0, schema, specPath[3:]...); err != nil {
+			t.Fatal(err)
+		}
+		versions[0] = v0
+		if err := unstructured.SetNestedSlice(u.Object, versions, "spec", "versions"); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Update(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	versions, _, _ := unstructured.NestedSlice(getCRD().Object, "spec", "versions")
+	original, _, _ := unstructured.NestedMap(versions[0].(map[string]any), specPath[3:]...)
+	setSpecSchema(map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+	t.Cleanup(func() {
+		setSpecSchema(original)
+		// Wait until the rules are back, so that the other tests see them.
+		ns := newNamespace(t)
+		testenv.Eventually(t, time.Minute, "the CRD's rules to be back", func() bool {
+			ta := minimal(ns, "rules-back")
+			ta.Spec.Template.Timeout = ptr.To("1d")
+			return apierrors.IsInvalid(env.Client.Create(ctx, ta))
+		})
+	})
+
+	ns := newNamespace(t)
+	base := map[string]any{"runName": "r", "project": "p", "domain": "d", "actionName": "a", "taskType": "container",
+		"inputUri": "s3://b/i", "runOutputBase": "s3://b/o"}
+	objects := map[string]struct {
+		template map[string]any
+		field    string
+	}{
+		"old-typed-bytes": {map[string]any{"taskTemplate": map[string]any{"timeout": "1d", "container": map[string]any{"image": "busybox"}}}, "spec.taskTemplate"},
+		"days":            {map[string]any{"template": map[string]any{"timeout": "1d", "container": map[string]any{"image": "busybox"}}}, "spec.template.timeout"},
+		"containers-map": {map[string]any{"template": map[string]any{"container": map[string]any{"image": "busybox"},
+			"podTemplate": map[string]any{"spec": map[string]any{"containers": map[string]any{"name": "x"}}}}}, "spec.template.podTemplate.spec.containers"},
+		"good": {map[string]any{"template": map[string]any{"timeout": "90s", "container": map[string]any{"image": "busybox"}}}, ""},
+	}
+	for name, o := range objects {
+		spec := map[string]any{}
+		for k, v := range base {
+			spec[k] = v
+		}
+		for k, v := range o.template {
+			spec[k] = v
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": flytev1.GroupVersion.String(), "kind": "TaskAction",
+			"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec,
+		}}
+		testenv.Eventually(t, time.Minute, "the rule-less CRD to admit "+name, func() bool {
+			err := env.Client.Create(ctx, u.DeepCopy())
+			return err == nil || apierrors.IsAlreadyExists(err)
+		})
+	}
+	var list flytev1.TaskActionList
+	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatalf("the typed client cannot list what was stored: %v", err)
+	}
+	if len(list.Items) != len(objects) {
+		t.Fatalf("listed %d TaskActions, want %d", len(list.Items), len(objects))
+	}
+	for i := range list.Items {
+		ta := &list.Items[i]
+		_, err := task.FromTaskAction(ta)
+		want := objects[ta.Name].field
+		var fe *task.FieldError
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", ta.Name, err)
+		case want != "" && (!errors.As(err, &fe) || fe.Field != want):
+			t.Errorf("%s: error = %v, want one naming %s", ta.Name, err, want)
+		}
+	}
 }

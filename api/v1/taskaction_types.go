@@ -1,8 +1,11 @@
 package v1
 
 import (
+	"encoding/json"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // ActionType says what kind of action a TaskAction runs.
@@ -15,6 +18,7 @@ const (
 )
 
 // TaskActionSpec is one attempt-spanning execution of one task of a workflow run.
+// +kubebuilder:validation:XValidation:rule="(has(self.actionType) && self.actionType == 'condition') || (has(self.taskTemplate) != has(self.template))",message="a task needs exactly one of spec.taskTemplate (Flyte's serialized core.TaskTemplate) and spec.template (the typed template)"
 type TaskActionSpec struct {
 	// RunName is the name of the workflow run this action belongs to.
 	// +kubebuilder:validation:MinLength=1
@@ -67,13 +71,13 @@ type TaskActionSpec struct {
 	// +optional
 	TaskType string `json:"taskType,omitempty"`
 
-	// InputURI is the location of the task's inputs file.
-	// +kubebuilder:validation:MaxLength=2048
+	// InputURI is where the task's inputs are: a folder holding inputs.pb, or
+	// the inputs.pb file itself. No length limit: Flyte's control plane sets none.
 	// +optional
 	InputURI string `json:"inputUri,omitempty"`
 
-	// RunOutputBase is the prefix under which every action of the run writes its outputs.
-	// +kubebuilder:validation:MaxLength=2048
+	// RunOutputBase is the prefix under which every action of the run writes its
+	// outputs (the executor adds a shard, the action and the attempt).
 	// +optional
 	RunOutputBase string `json:"runOutputBase,omitempty"`
 
@@ -83,7 +87,8 @@ type TaskActionSpec struct {
 	CacheKey string `json:"cacheKey,omitempty"`
 
 	// EnvVars are run-scoped environment variables for the task's containers.
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$'))",message="envVars keys must be valid environment variable names"
+	// Keys are not checked here (Flyte's control plane copies them from the run);
+	// the API server checks them when the pod is created.
 	// +optional
 	EnvVars map[string]string `json:"envVars,omitempty"`
 
@@ -91,13 +96,46 @@ type TaskActionSpec struct {
 	// +optional
 	Interruptible *bool `json:"interruptible,omitempty"`
 
-	// TaskTemplate describes what to run.
+	// TaskTemplate is Flyte's task template: a protobuf-serialized
+	// flyteidl2.core.TaskTemplate (base64 in JSON), as Flyte's actions service
+	// writes it. A task carries either this or template.
 	// +optional
-	TaskTemplate *TaskTemplate `json:"taskTemplate,omitempty"`
+	TaskTemplate TaskTemplateBytes `json:"taskTemplate,omitempty"`
+
+	// Template is the typed, human-writable task template. A task carries
+	// either this or taskTemplate.
+	// +optional
+	Template *TypedTaskTemplate `json:"template,omitempty"`
+
+	// ConditionSpec is Flyte's protobuf-serialized flyteidl2.workflow.ConditionAction
+	// of a condition action (actionType: condition).
+	// +optional
+	ConditionSpec []byte `json:"conditionSpec,omitempty"`
 }
 
-// TaskTemplate is the typed description of a task.
-type TaskTemplate struct {
+// TaskTemplateBytes is Flyte's serialized core.TaskTemplate: a base64 string in JSON.
+type TaskTemplateBytes []byte
+
+// UnmarshalJSON reads the base64 string. Anything else an older CRD let into
+// the field (the typed template lived here as an object) is kept as the JSON
+// text it was, for the task decoder to report on that TaskAction alone, so
+// that reading TaskActions never fails.
+func (b *TaskTemplateBytes) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		*b = nil
+		return nil
+	}
+	var v []byte
+	if err := json.Unmarshal(data, &v); err == nil {
+		*b = v
+		return nil
+	}
+	*b = append(TaskTemplateBytes(nil), data...)
+	return nil
+}
+
+// TypedTaskTemplate is the typed, human-writable description of a task.
+type TypedTaskTemplate struct {
 	// ID names the task and its version.
 	// +optional
 	ID TaskID `json:"id,omitempty"`
@@ -108,9 +146,14 @@ type TaskTemplate struct {
 	// +optional
 	Retries int32 `json:"retries,omitempty"`
 
-	// Timeout bounds one attempt, counted from the attempt's start (Go duration syntax, e.g. 90s).
+	// Timeout bounds one attempt, counted from the attempt's start, in Go
+	// duration syntax (e.g. 90s, 1h30m; units ns, us, ms, s, m, h). It is a
+	// string, checked here and parsed by the executor, so that no stored value
+	// can stop the executor from reading TaskActions.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self == '0' || self.matches('^([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h)(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))*$')",message="timeout must be a non-negative Go duration such as 90s, 1h30m or 500ms (units ns, us, ms, s, m, h; days are not a unit)"
 	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	Timeout *string `json:"timeout,omitempty"`
 
 	// CacheSerializable makes concurrent actions with the same cache key run only once.
 	// +optional
@@ -175,10 +218,11 @@ type RunAs struct {
 }
 
 // MountRequirement says how a secret reaches the task.
-// +kubebuilder:validation:Enum=ENV_VAR;FILE
+// +kubebuilder:validation:Enum=ANY;ENV_VAR;FILE
 type MountRequirement string
 
 const (
+	MountAny    MountRequirement = "ANY"
 	MountEnvVar MountRequirement = "ENV_VAR"
 	MountFile   MountRequirement = "FILE"
 )
@@ -187,11 +231,16 @@ const (
 type Secret struct {
 	// +optional
 	Group string `json:"group,omitempty"`
+	// +optional
+	GroupVersion string `json:"groupVersion,omitempty"`
 	// +kubebuilder:validation:MinLength=1
 	// +required
 	Key string `json:"key"`
 	// +optional
 	MountRequirement MountRequirement `json:"mountRequirement,omitempty"`
+	// EnvVar names the environment variable the secret is exposed as (ENV_VAR mounts).
+	// +optional
+	EnvVar string `json:"envVar,omitempty"`
 }
 
 // PodTemplate holds overrides merged onto the pod the container plugin builds.
@@ -203,12 +252,57 @@ type PodTemplate struct {
 	// PrimaryContainerName names the container in Spec whose settings merge onto the task's container.
 	// +optional
 	PrimaryContainerName string `json:"primaryContainerName,omitempty"`
-	// Spec is merged onto the generated pod spec. It is validated by the API server when the pod is created.
-	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=object
-	// +kubebuilder:pruning:PreserveUnknownFields
+	// Spec is a Kubernetes pod spec merged under the generated pod.
 	// +optional
-	Spec *corev1.PodSpec `json:"spec,omitempty"`
+	Spec *PodSpecDocument `json:"spec,omitempty"`
+}
+
+// PodSpecDocument is a Kubernetes pod spec kept as the JSON the client wrote.
+// The executor decodes it strictly when it runs the task (a mistake fails
+// that TaskAction with InvalidSpec naming the field), so that a pod spec the
+// Go types cannot read never stops the executor from reading TaskActions.
+// The API server checks only its outline: containers and initContainers are
+// lists of objects.
+// +kubebuilder:pruning:PreserveUnknownFields
+type PodSpecDocument struct {
+	// Containers is declared for its outline only; Raw holds the value.
+	// +optional
+	Containers []runtime.RawExtension `json:"containers,omitempty"`
+	// InitContainers is declared for its outline only; Raw holds the value.
+	// +optional
+	InitContainers []runtime.RawExtension `json:"initContainers,omitempty"`
+
+	// Raw is the pod spec's JSON, exactly as stored.
+	Raw []byte `json:"-"`
+}
+
+// UnmarshalJSON keeps the document as it is; it never fails on a well-formed
+// JSON value, whatever its shape.
+func (d *PodSpecDocument) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*d = PodSpecDocument{}
+		return nil
+	}
+	d.Raw = append([]byte(nil), b...)
+	d.Containers, d.InitContainers = nil, nil
+	return nil
+}
+
+// MarshalJSON writes the document back as it was read.
+func (d PodSpecDocument) MarshalJSON() ([]byte, error) {
+	if len(d.Raw) == 0 {
+		return []byte("{}"), nil
+	}
+	return d.Raw, nil
+}
+
+// PodSpecDocumentOf is the document of spec, for clients that build TaskActions in Go.
+func PodSpecDocumentOf(spec *corev1.PodSpec) (*PodSpecDocument, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	return &PodSpecDocument{Raw: b}, nil
 }
 
 // Condition types of a TaskAction.

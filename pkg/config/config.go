@@ -88,6 +88,10 @@ type Config struct {
 	// (top-level `storage:` and `plugins: logs:`), not from `executor:`.
 	Storage  StorageConfig `json:"-"`
 	TaskLogs TaskLogConfig `json:"-"`
+	// K8sPlugin (`plugins: k8s:`) and TaskPlugins (`tasks: task-plugins:
+	// default-for-task-types:`) are Flyte's pod defaults and task type → plugin map.
+	K8sPlugin   K8sPluginConfig   `json:"-"`
+	TaskPlugins map[string]string `json:"-"`
 }
 
 // PodSecurityConfig limits what the pods the executor creates for TaskActions

@@ -361,3 +361,47 @@ func TestEmptyFileAndSection(t *testing.T) {
 		}
 	}
 }
+
+func TestFlytePodDefaultsAndTaskPlugins(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "flyte.yaml")
+	body := `plugins:
+  k8s:
+    default-env-vars:
+      _U_USE_ACTIONS: "1"
+    default-annotations:
+      cluster-autoscaler.kubernetes.io/safe-to-evict: "false"
+    interruptible-tolerations:
+    - key: spot
+      operator: Exists
+    gpu-resource-name: amd.com/gpu
+tasks:
+  task-plugins:
+    enabled-plugins: [container, sidecar]
+    default-for-task-types:
+      python: container
+      spark: spark
+`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.K8sPlugin
+	if k.DefaultEnvVars["_U_USE_ACTIONS"] != "1" || k.DefaultAnnotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] != "false" ||
+		len(k.InterruptibleTolerations) != 1 || k.InterruptibleTolerations[0].Key != "spot" || k.GPUResourceName != "amd.com/gpu" {
+		t.Errorf("plugins.k8s = %+v", k)
+	}
+	if c.TaskPlugins["python"] != "container" || c.TaskPlugins["spark"] != "spark" {
+		t.Errorf("task plugins = %v", c.TaskPlugins)
+	}
+
+	if err := os.WriteFile(path, []byte("plugins:\n  k8s:\n    default-env-vars:\n      1BAD: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = config.Load(path, nil)
+	if want := `plugins.k8s.default-env-vars: "1BAD": not an environment variable name`; err == nil || err.Error() != want {
+		t.Errorf("error = %v, want %s", err, want)
+	}
+}

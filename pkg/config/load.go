@@ -154,7 +154,7 @@ func loadFlyteSections(top map[string]json.RawMessage, c *Config, path string) e
 	}
 	plugins, ok := top["plugins"]
 	if !ok || string(plugins) == "null" {
-		return nil
+		return loadTaskPlugins(top, c, path)
 	}
 	var p map[string]json.RawMessage
 	if err := json.Unmarshal(plugins, &p); err != nil {
@@ -167,6 +167,28 @@ func loadFlyteSections(top map[string]json.RawMessage, c *Config, path string) e
 		}
 		c.TaskLogs = logs
 	}
+	if raw, ok := p["k8s"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &c.K8sPlugin); err != nil {
+			return fmt.Errorf("config file %s: %s: %v", path, K8sPluginSection, err)
+		}
+	}
+	return loadTaskPlugins(top, c, path)
+}
+
+func loadTaskPlugins(top map[string]json.RawMessage, c *Config, path string) error {
+	raw, ok := top["tasks"]
+	if !ok || string(raw) == "null" {
+		return nil
+	}
+	var tasks struct {
+		TaskPlugins struct {
+			DefaultForTaskTypes map[string]string `json:"default-for-task-types"`
+		} `json:"task-plugins"`
+	}
+	if err := json.Unmarshal(raw, &tasks); err != nil {
+		return fmt.Errorf("config file %s: %s: %v", path, TaskPluginsSection, err)
+	}
+	c.TaskPlugins = tasks.TaskPlugins.DefaultForTaskTypes
 	return nil
 }
 

@@ -30,10 +30,14 @@ const (
 // and no inputs); a template without a name and version gets a key that fails
 // validation, so the cache is skipped.
 func cacheKey(ta *flytev1.TaskAction) (cache.Key, bool) {
-	if ta.Spec.CacheKey == "" || ta.Spec.TaskTemplate == nil {
+	if ta.Spec.CacheKey == "" {
 		return cache.Key{}, false
 	}
-	id := ta.Spec.TaskTemplate.ID
+	t, err := task.FromTaskAction(ta)
+	if err != nil {
+		return cache.Key{}, false
+	}
+	id := t.ID
 	scope := cache.Key{Org: cache.DefaultOrg, Project: ta.Spec.Project, Domain: ta.Spec.Domain}
 	if id.Name == "" || id.Version == "" {
 		return scope, true
@@ -52,7 +56,8 @@ func cacheKey(ta *flytev1.TaskAction) (cache.Key, bool) {
 func cacheOwner(ta *flytev1.TaskAction) string { return ta.Namespace + "/" + ta.Name }
 
 func serializable(ta *flytev1.TaskAction) bool {
-	return ta.Spec.TaskTemplate != nil && ta.Spec.TaskTemplate.CacheSerializable
+	t, err := task.FromTaskAction(ta)
+	return err == nil && t.Cache.Serializable
 }
 
 // cacheBeforeLaunch consults the cache before the attempt's pod is created.

@@ -11,6 +11,7 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 // Labels and finalizer the executor owns on a TaskAction.
@@ -161,9 +162,9 @@ func validateSpec(ta *flytev1.TaskAction) []string {
 		{"domain", s.Domain == ""},
 		{"actionName", s.ActionName == ""},
 		{"taskType", s.TaskType == ""},
-		{"taskTemplate", s.TaskTemplate == nil},
-		{"taskTemplate.container", s.TaskTemplate != nil && s.TaskTemplate.Container == nil},
-		{"taskTemplate.container.image", s.TaskTemplate != nil && s.TaskTemplate.Container != nil && s.TaskTemplate.Container.Image == ""},
+		{"taskTemplate", len(s.TaskTemplate) == 0 && s.Template == nil},
+		{"template.container", s.Template != nil && s.Template.Container == nil},
+		{"template.container.image", s.Template != nil && s.Template.Container != nil && s.Template.Container.Image == ""},
 		{"inputUri", s.InputURI == ""},
 		{"runOutputBase", s.RunOutputBase == ""},
 	} {
@@ -192,8 +193,9 @@ func systemBackoff(base time.Duration, n int32) time.Duration {
 
 // maxAttempts is retries+1.
 func maxAttempts(ta *flytev1.TaskAction) int32 {
-	if ta.Spec.TaskTemplate == nil || ta.Spec.TaskTemplate.Retries < 0 {
+	t, err := task.FromTaskAction(ta)
+	if err != nil {
 		return 1
 	}
-	return ta.Spec.TaskTemplate.Retries + 1
+	return t.MaxAttempts()
 }

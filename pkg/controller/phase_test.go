@@ -105,15 +105,15 @@ func TestApplyTransition(t *testing.T) {
 
 func TestValidateSpec(t *testing.T) {
 	full := flytev1.TaskActionSpec{RunName: "r", Project: "p", Domain: "d", ActionName: "a", TaskType: "container",
-		InputURI: "s3://i", RunOutputBase: "s3://o", TaskTemplate: &flytev1.TaskTemplate{Container: &flytev1.Container{Image: "img"}}}
+		InputURI: "s3://i", RunOutputBase: "s3://o", Template: &flytev1.TypedTaskTemplate{Container: &flytev1.Container{Image: "img"}}}
 	for _, tc := range []struct {
 		name   string
 		mutate func(*flytev1.TaskActionSpec)
 		want   string
 	}{
 		{"valid", func(*flytev1.TaskActionSpec) {}, ""},
-		{"no template", func(s *flytev1.TaskActionSpec) { s.TaskTemplate = nil }, "taskTemplate"},
-		{"no container", func(s *flytev1.TaskActionSpec) { s.TaskTemplate = &flytev1.TaskTemplate{} }, "taskTemplate.container"},
+		{"no template", func(s *flytev1.TaskActionSpec) { s.Template = nil }, "taskTemplate"},
+		{"no container", func(s *flytev1.TaskActionSpec) { s.Template = &flytev1.TypedTaskTemplate{} }, "template.container"},
 		{"several", func(s *flytev1.TaskActionSpec) { s.InputURI, s.RunOutputBase, s.TaskType = "", "", "" }, "taskType,inputUri,runOutputBase"},
 		{"identity", func(s *flytev1.TaskActionSpec) { s.Project, s.Domain = "", "" }, "project,domain"},
 	} {

@@ -186,7 +186,7 @@ func validTaskAction(ns, name string) *flytev1.TaskAction {
 		Spec: flytev1.TaskActionSpec{
 			RunName: "run1", Project: "proj", Domain: "dev", ActionName: name,
 			TaskType: "python-task", InputURI: "s3://bucket/run1/" + name + "/inputs.pb", RunOutputBase: "s3://bucket/run1",
-			TaskTemplate: &flytev1.TaskTemplate{
+			Template: &flytev1.TypedTaskTemplate{
 				ID: flytev1.TaskID{Name: "my.task", Version: "v1"},
 				Container: &flytev1.Container{
 					Image:   "python:3.12",

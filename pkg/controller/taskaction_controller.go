@@ -646,10 +646,11 @@ func (r *Reconciler) taskContext(ta *flytev1.TaskAction, attempt int32) plugin.T
 }
 
 func (r *Reconciler) timeout(ta *flytev1.TaskAction) time.Duration {
-	if ta.Spec.TaskTemplate == nil || ta.Spec.TaskTemplate.Timeout == nil {
+	t, err := task.FromTaskAction(ta)
+	if err != nil {
 		return 0
 	}
-	return ta.Spec.TaskTemplate.Timeout.Duration
+	return t.Timeout
 }
 
 // timeoutIn is how long until the running attempt times out (0: no timeout).

@@ -18,6 +18,7 @@ import (
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 func TestHappyPath(t *testing.T) {
@@ -38,7 +39,7 @@ func TestHappyPath(t *testing.T) {
 	}
 	for k, v := range map[string]string{
 		"flyte.org/managed": "true", "flyte.org/project": "proj", "flyte.org/domain": "dev",
-		"flyte.org/run": "run1", "flyte.org/action": "happy", "flyte.org/attempt": "1", "team": "ml",
+		"flyte.org/run": "run1", "flyte.org/action": "happy", "attempt": "1", "team": "ml",
 	} {
 		if pod.Labels[k] != v {
 			t.Errorf("pod label %s = %q, want %q", k, pod.Labels[k], v)
@@ -48,7 +49,7 @@ func TestHappyPath(t *testing.T) {
 		t.Errorf("restartPolicy = %q", pod.Spec.RestartPolicy)
 	}
 	args := strings.Join(pod.Spec.Containers[0].Args, " ")
-	if want := "--inputs s3://bucket/run1/happy/inputs.pb --outputs s3://bucket/run1/happy/1"; args != want {
+	if want := "--inputs s3://bucket/run1/happy/inputs.pb --outputs " + task.OutputPrefix(ta, 1); args != want {
 		t.Errorf("args = %q, want %q", args, want)
 	}
 
@@ -82,7 +83,7 @@ func TestHappyPath(t *testing.T) {
 		t.Errorf("events = %s", p)
 	}
 	last := evs[len(evs)-1]
-	if last.OutputURI != "s3://bucket/run1/happy/1/outputs.pb" || last.Cluster != "test-cluster" || last.PodName != "happy-0" {
+	if last.OutputURI != task.OutputURI(ta, 1) || last.Cluster != "test-cluster" || last.PodName != "happy-0" {
 		t.Errorf("success event = %+v", last)
 	}
 	if len(pods(t, ns)) != 1 {
@@ -133,14 +134,14 @@ func TestInvalidSpec(t *testing.T) {
 func TestUserRetriesToExhaustion(t *testing.T) {
 	ns := namespace(t)
 	ta := validTaskAction(ns, "retry")
-	ta.Spec.TaskTemplate.Retries = 2
+	ta.Spec.Template.Retries = 2
 	create(t, ta)
 
 	for attempt := 1; attempt <= 3; attempt++ {
 		name := "retry-" + string(rune('0'+attempt-1))
 		pod := waitPod(t, ns, name)
-		if pod.Labels["flyte.org/attempt"] != string(rune('0'+attempt)) {
-			t.Errorf("pod %s attempt label = %q", name, pod.Labels["flyte.org/attempt"])
+		if pod.Labels["attempt"] != string(rune('0'+attempt)) {
+			t.Errorf("pod %s attempt label = %q", name, pod.Labels["attempt"])
 		}
 		setPodStatus(t, pod, podRunning(pod))
 		setPodStatus(t, pod, podTerminated(pod, corev1.PodFailed, 3, "Error", "boom"))
@@ -170,12 +171,12 @@ func TestUserRetriesToExhaustion(t *testing.T) {
 func TestRetryThenSuccess(t *testing.T) {
 	ns := namespace(t)
 	ta := validTaskAction(ns, "flaky")
-	ta.Spec.TaskTemplate.Retries = 1
-	ta.Spec.TaskTemplate.Container.Args = []string{"--prev", "{{.prevCheckpointPrefix}}"}
+	ta.Spec.Template.Retries = 1
+	ta.Spec.Template.Container.Args = []string{"--prev", "{{.prevCheckpointPrefix}}"}
 	create(t, ta)
 	pod := waitPod(t, ns, "flaky-0")
-	if a := pod.Spec.Containers[0].Args; len(a) != 2 || a[1] != "" {
-		t.Errorf("attempt 1 prevCheckpointPrefix = %q, want empty", a)
+	if a := pod.Spec.Containers[0].Args; len(a) != 2 || a[1] != `""` {
+		t.Errorf("attempt 1 prevCheckpointPrefix = %q, want the two characters \"\"", a)
 	}
 	setPodStatus(t, pod, podTerminated(pod, corev1.PodFailed, 1, "", ""))
 	pod = waitPod(t, ns, "flaky-1")
@@ -309,7 +310,7 @@ func TestEvictionRelaunchesAndProgressResetsCounter(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	ns := namespace(t)
 	ta := validTaskAction(ns, "slow")
-	ta.Spec.TaskTemplate.Timeout = &metav1.Duration{Duration: 2 * time.Second}
+	ta.Spec.Template.Timeout = ptr("2s")
 	create(t, ta)
 	pod := waitPod(t, ns, "slow-0")
 	setPodStatus(t, pod, podRunning(pod))
@@ -367,8 +368,8 @@ func TestDeleteTerminalSendsNoAbort(t *testing.T) {
 func TestServiceAccountAndTemplating(t *testing.T) {
 	ns := namespace(t)
 	ta := validTaskAction(ns, "sa")
-	ta.Spec.TaskTemplate.SecurityContext = &flytev1.SecurityContext{RunAs: &flytev1.RunAs{K8sServiceAccount: "runner"}}
-	ta.Spec.TaskTemplate.Container.Args = []string{"{{ .Input }}", "{{.INPUTPREFIX}}", "{{.namespace}}", "{{.checkpointOutputPrefix}}"}
+	ta.Spec.Template.SecurityContext = &flytev1.SecurityContext{RunAs: &flytev1.RunAs{K8sServiceAccount: "runner"}}
+	ta.Spec.Template.Container.Args = []string{"{{ .Input }}", "{{.INPUTPREFIX}}", "{{.namespace}}", "{{.checkpointOutputPrefix}}"}
 	ta.Spec.EnvVars = map[string]string{"FOO": "bar", "ACTION_NAME": "spoofed"}
 	create(t, ta)
 	pod := waitPod(t, ns, "sa-0")
@@ -376,7 +377,7 @@ func TestServiceAccountAndTemplating(t *testing.T) {
 		t.Errorf("serviceAccountName = %q", pod.Spec.ServiceAccountName)
 	}
 	a := pod.Spec.Containers[0].Args
-	if a[0] != "s3://bucket/run1/sa/inputs.pb" || a[1] != "s3://bucket/run1/sa" || a[2] != ns || !strings.HasPrefix(a[3], "s3://bucket/run1/sa/1") {
+	if a[0] != "s3://bucket/run1/sa/inputs.pb" || a[1] != "s3://bucket/run1/sa" || a[2] != ns || a[3] != task.CheckpointPrefix(ta, 1) {
 		t.Errorf("rendered args = %q", a)
 	}
 	env := map[string]string{}
@@ -387,23 +388,26 @@ func TestServiceAccountAndTemplating(t *testing.T) {
 		t.Errorf("env = %v", env)
 	}
 
-	// An unknown placeholder fails the TaskAction permanently, without a pod.
-	bad := validTaskAction(ns, "badtmpl")
-	bad.Spec.TaskTemplate.Container.Args = []string{"{{.nosuchthing}}"}
-	create(t, bad)
-	got := waitReason(t, ns, "badtmpl", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
-	if es := got.Status.ErrorState; es == nil || es.Code != "BadTaskSpecification" || !strings.Contains(es.Message, "nosuchthing") {
-		t.Errorf("errorState = %+v", es)
+	// An unknown placeholder is left as it is (a go-template in a kubectl command).
+	other := validTaskAction(ns, "gotmpl")
+	other.Spec.Template.Container.Args = []string{"{{.metadata.name}}"}
+	create(t, other)
+	if a := waitPod(t, ns, "gotmpl-0").Spec.Containers[0].Args; len(a) != 1 || a[0] != "{{.metadata.name}}" {
+		t.Errorf("args = %q, want the go-template untouched", a)
 	}
 }
 
 func TestInvalidPodIsPermanent(t *testing.T) {
 	ns := namespace(t)
 	ta := validTaskAction(ns, "badpod")
-	ta.Spec.TaskTemplate.PodTemplate = &flytev1.PodTemplate{Spec: &corev1.PodSpec{
+	spec, err := flytev1.PodSpecDocumentOf(&corev1.PodSpec{
 		Containers:    []corev1.Container{},
 		RestartPolicy: "Sometimes",
-	}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Spec: spec}
 	create(t, ta)
 	got := waitReason(t, ns, "badpod", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
 	if es := got.Status.ErrorState; es == nil || es.Code != "InvalidResource" {

@@ -60,8 +60,8 @@ func LoadSamples(dir string) ([]*sample, error) {
 			}
 			ta.Namespace = DemoNamespace
 			s := &sample{ta: ta, wantFailed: strings.Contains(filepath.Base(f), "fail")}
-			if s.wantFailed && ta.Spec.TaskTemplate != nil {
-				s.attempts = ta.Spec.TaskTemplate.Retries + 1
+			if s.wantFailed && ta.Spec.Template != nil {
+				s.attempts = ta.Spec.Template.Retries + 1
 			}
 			out = append(out, s)
 			if ta.Spec.CacheKey != "" && !s.wantFailed {

@@ -6,9 +6,11 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/podsecurity"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -71,6 +73,35 @@ type Settings struct {
 	DefaultMemory              string
 	ImagePullGracePeriod       time.Duration
 	CreateContainerGracePeriod time.Duration
+
+	// Pod defaults, as Flyte's plugins.k8s section offers them.
+
+	// DefaultEnvVars are added to every container of every task pod (after
+	// the task's own, so they win), e.g. Flyte's chart sets _U_EP_OVERRIDE,
+	// _U_INSECURE and _U_USE_ACTIONS here.
+	DefaultEnvVars map[string]string
+	// DefaultLabels and DefaultAnnotations go on every task pod, under the
+	// task's own (Flyte's default annotation is
+	// cluster-autoscaler.kubernetes.io/safe-to-evict: "false").
+	DefaultLabels      map[string]string
+	DefaultAnnotations map[string]string
+	// DefaultNodeSelector and DefaultTolerations apply to every task pod.
+	DefaultNodeSelector map[string]string
+	DefaultTolerations  []corev1.Toleration
+	// InterruptibleTolerations and InterruptibleNodeSelector apply to pods of
+	// interruptible tasks; the node selector requirements join the required
+	// node affinity of interruptible and non-interruptible pods respectively.
+	InterruptibleTolerations                []corev1.Toleration
+	InterruptibleNodeSelector               map[string]string
+	InterruptibleNodeSelectorRequirement    *corev1.NodeSelectorRequirement
+	NonInterruptibleNodeSelectorRequirement *corev1.NodeSelectorRequirement
+	// GPUResourceName is the resource a generic GPU request becomes when the
+	// task names no accelerator class; empty means nvidia.com/gpu.
+	GPUResourceName corev1.ResourceName
+
+	// PodSecurity, when set, is the policy every task pod must meet: the
+	// executor may create pods its TaskActions' authors could not.
+	PodSecurity *podsecurity.Policy
 }
 
 // TaskContext is one attempt of one TaskAction.

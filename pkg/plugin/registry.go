@@ -1,6 +1,9 @@
 package plugin
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
+)
 
 // Registry maps task types to plugins, with an optional default for task types no plugin claims.
 type Registry struct {
@@ -51,4 +54,26 @@ func (r *Registry) Plugins() []Plugin {
 		add(p)
 	}
 	return out
+}
+
+// MapTaskTypes routes task types to registered plugins by plugin ID, as
+// Flyte's tasks.task-plugins.default-for-task-types does: an entry wins over
+// the plugins' own claims. Entries that name no registered plugin are left
+// out and returned (Flyte's charts name plugins a deployment may not have,
+// so they are reported, not fatal), sorted by task type.
+func (r *Registry) MapTaskTypes(m map[string]string) (unknown []string) {
+	byID := map[string]Plugin{}
+	for _, p := range r.Plugins() {
+		byID[p.ID()] = p
+	}
+	for taskType, id := range m {
+		p, ok := byID[id]
+		if !ok {
+			unknown = append(unknown, fmt.Sprintf("%s: %s", taskType, id))
+			continue
+		}
+		r.byType[taskType] = p
+	}
+	sort.Strings(unknown)
+	return unknown
 }

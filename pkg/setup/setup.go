@@ -37,6 +37,7 @@ import (
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
+	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/webhook"
 )
 
@@ -141,6 +142,13 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 	}
 	// Admission webhooks (pkg/webhook): registered only when enabled;
 	// standalone serves them and nothing else.
+	if opts.Webhook.ValidateTaskAction == nil {
+		settings, err := PluginSettings(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts.Webhook.ValidateTaskAction = TaskActionValidator(settings)
+	}
 	if err := webhook.Register(mgr, webhookServer, cfg, opts.Webhook); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
@@ -166,6 +174,15 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
 		if reg, err = Registry(); err != nil {
 			return fmt.Errorf("plugin registry: %w", err)
 		}
+		// Flyte's charts name plugins this executor does not have: those task
+		// types keep the default plugin, with a warning rather than a refusal.
+		if unknown := reg.MapTaskTypes(cfg.TaskPlugins); len(unknown) > 0 {
+			mgr.GetLogger().Info("tasks.task-plugins.default-for-task-types names plugins that do not exist here; those task types use the default plugin", "entries", unknown)
+		}
+	}
+	settings, err := PluginSettings(cfg)
+	if err != nil {
+		return err
 	}
 	rec := opts.Recorder
 	if rec == nil {
@@ -193,19 +210,66 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
 			Cluster:           cfg.Cluster,
 			MaxSystemFailures: int32(cfg.MaxSystemFailures),
 			RequeueDuration:   cfg.RequeueDuration.Duration,
-			Settings: plugin.Settings{
-				DefaultServiceAccount:      cfg.DefaultK8sServiceAccount,
-				DefaultCPU:                 cfg.DefaultCPU,
-				DefaultMemory:              cfg.DefaultMemory,
-				ImagePullGracePeriod:       cfg.ImagePullGracePeriod.Duration,
-				CreateContainerGracePeriod: cfg.CreateContainerGracePeriod.Duration,
-			},
+			Settings:          settings,
 		},
 	}
 	if err := r.SetupWithManager(mgr, cfg.MaxConcurrentReconciles); err != nil {
 		return fmt.Errorf("set up the TaskAction controller: %w", err)
 	}
 	return nil
+}
+
+// TaskActionValidator is the admission check of a TaskAction that the
+// reconciler would otherwise make at launch: its template decodes (either
+// form) and, for the pod plugin, the pod it becomes is buildable and meets
+// the pod-security policy. The same functions decide at launch, so the two
+// never disagree.
+func TaskActionValidator(settings plugin.Settings) func(*flytev1.TaskAction) error {
+	return func(ta *flytev1.TaskAction) error {
+		if ta.Spec.ActionType == flytev1.ActionTypeCondition {
+			return nil
+		}
+		t, err := task.FromTaskAction(ta)
+		if err != nil {
+			return err
+		}
+		if _, err := container.BuildPod(plugin.TaskContext{TaskAction: ta, Task: t, Attempt: 1, Settings: settings}); err != nil {
+			var le *plugin.LaunchError
+			if errors.As(err, &le) {
+				return errors.New(le.Err.Message)
+			}
+			return err
+		}
+		return nil
+	}
+}
+
+// PluginSettings are the executor-wide values plugins need, from cfg.
+func PluginSettings(cfg config.Config) (plugin.Settings, error) {
+	policy, err := cfg.PodSecurity.Policy()
+	if err != nil {
+		return plugin.Settings{}, fmt.Errorf("pod security policy: %w", err)
+	}
+	k := cfg.K8sPlugin
+	return plugin.Settings{
+		PodSecurity:                policy,
+		DefaultServiceAccount:      cfg.DefaultK8sServiceAccount,
+		DefaultCPU:                 cfg.DefaultCPU,
+		DefaultMemory:              cfg.DefaultMemory,
+		ImagePullGracePeriod:       cfg.ImagePullGracePeriod.Duration,
+		CreateContainerGracePeriod: cfg.CreateContainerGracePeriod.Duration,
+
+		DefaultEnvVars:                          k.DefaultEnvVars,
+		DefaultLabels:                           k.DefaultLabels,
+		DefaultAnnotations:                      k.DefaultAnnotations,
+		DefaultNodeSelector:                     k.DefaultNodeSelector,
+		DefaultTolerations:                      k.DefaultTolerations,
+		InterruptibleTolerations:                k.InterruptibleTolerations,
+		InterruptibleNodeSelector:               k.InterruptibleNodeSelector,
+		InterruptibleNodeSelectorRequirement:    k.InterruptibleNodeSelectorRequirement,
+		NonInterruptibleNodeSelectorRequirement: k.NonInterruptibleNodeSelectorRequirement,
+		GPUResourceName:                         k.GPUResourceName,
+	}, nil
 }
 
 // registerReplacing registers c, replacing the collector of an earlier manager

@@ -2,6 +2,8 @@ package task
 
 import (
 	"fmt"
+	"net/url"
+	"strconv"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 )
@@ -19,13 +21,26 @@ func fieldErr(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// FromTaskAction decodes the task of a TaskAction from whichever form it carries.
-// A *FieldError names the field at fault.
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// FromTaskAction decodes the task of a TaskAction from whichever form it
+// carries: Flyte's serialized template in spec.taskTemplate or the typed
+// spec.template. A *FieldError names the field at fault.
 func FromTaskAction(ta *flytev1.TaskAction) (*Task, error) {
-	if ta.Spec.TaskTemplate == nil {
-		return nil, fieldErr("spec.taskTemplate", "is required for a task")
+	var (
+		t   *Task
+		err error
+	)
+	switch hasBytes, hasTyped := len(ta.Spec.TaskTemplate) > 0, ta.Spec.Template != nil; {
+	case hasBytes && hasTyped:
+		return nil, fieldErr("spec", "a task carries exactly one of spec.taskTemplate and spec.template, not both")
+	case hasBytes:
+		t, err = fromFlyte(ta.Spec.TaskTemplate, "spec.taskTemplate")
+	case hasTyped:
+		t, err = fromTyped(ta.Spec.Template, "spec.template")
+	default:
+		return nil, fieldErr("spec.taskTemplate", "is required for a task (or the typed spec.template)")
 	}
-	t, err := fromTyped(ta.Spec.TaskTemplate, "spec.taskTemplate")
 	if err != nil {
 		return nil, err
 	}
@@ -35,6 +50,15 @@ func FromTaskAction(ta *flytev1.TaskAction) (*Task, error) {
 	if ta.Spec.Interruptible != nil {
 		t.Interruptible = *ta.Spec.Interruptible
 	}
-	t.ID.Project, t.ID.Domain = ta.Spec.Project, ta.Spec.Domain
+	if t.Form == FormTyped {
+		t.ID.Project, t.ID.Domain = ta.Spec.Project, ta.Spec.Domain
+		// The typed form has no discoverable flag: a cache key turns caching on.
+		t.Cache.Enabled = ta.Spec.CacheKey != ""
+	}
+	if ta.Spec.RunOutputBase != "" {
+		if _, err := url.Parse(ta.Spec.RunOutputBase); err != nil {
+			return nil, fieldErr("spec.runOutputBase", "is not a URL: %v", err)
+		}
+	}
 	return t, nil
 }

@@ -1,41 +1,77 @@
 package task
 
 import (
+	"hash/fnv"
+	"net/url"
 	"strconv"
 	"strings"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 )
 
+// The attempt's files and folders, laid out as Flyte's executor lays them out:
+// the parent action and Flyte's services read outputs at these exact URIs.
+const (
+	InputsFile      = "inputs.pb"
+	OutputsFile     = "outputs.pb"
+	ErrorFile       = "error.pb"
+	CheckpointsDir  = "_flytecheckpoints"
+	shardAlphabet   = "abcdefghijklmnopqrstuvwxyz0123456789"
+	shardCount      = uint32(len(shardAlphabet) * len(shardAlphabet))
+	noAttemptBefore = 1
+)
+
+// Shard is the two-character prefix that spreads a TaskAction's outputs over
+// the bucket: FNV-32a of "<namespace>/<name>" modulo 36², as two characters
+// of a-z0-9 (first character the outer one).
+func Shard(namespace, name string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(namespace + "/" + name))
+	i := h.Sum32() % shardCount
+	n := uint32(len(shardAlphabet))
+	return string([]byte{shardAlphabet[i/n], shardAlphabet[i%n]})
+}
+
 // OutputPrefix is where attempt (1-based) of ta writes its outputs:
-// "<runOutputBase>/<actionName>/<attempt>". Empty when the run has no output base.
+// runOutputBase's scheme and bucket, then "/<shard>/<runOutputBase path>/<actionName>/<attempt>".
+// Empty when the run has no output base (or it is not a URL, which the
+// decoder reports).
 func OutputPrefix(ta *flytev1.TaskAction, attempt int32) string {
-	base := strings.TrimRight(ta.Spec.RunOutputBase, "/")
-	if base == "" {
+	if ta.Spec.RunOutputBase == "" {
 		return ""
 	}
-	return base + "/" + ta.Spec.ActionName + "/" + strconv.Itoa(int(max(attempt, 1)))
+	u, err := url.Parse(ta.Spec.RunOutputBase)
+	if err != nil {
+		return ""
+	}
+	segments := []string{Shard(ta.Namespace, ta.Name)}
+	if rest := strings.Trim(u.Path, "/"); rest != "" {
+		segments = append(segments, rest)
+	}
+	segments = append(segments, ta.Spec.ActionName, strconv.Itoa(int(max(attempt, noAttemptBefore))))
+	u.Path = "/" + strings.Join(segments, "/")
+	return u.String()
 }
 
 // OutputURI is the outputs file of attempt (1-based) of ta, reported on events.
 func OutputURI(ta *flytev1.TaskAction, attempt int32) string {
-	p := OutputPrefix(ta, attempt)
-	if p == "" {
-		return ""
-	}
-	return p + "/outputs.pb"
+	return Join(OutputPrefix(ta, attempt), OutputsFile)
+}
+
+// ErrorURI is the error document a failed attempt (1-based) of ta leaves.
+func ErrorURI(ta *flytev1.TaskAction, attempt int32) string {
+	return Join(OutputPrefix(ta, attempt), ErrorFile)
 }
 
 // RawOutputDataPrefix is where the task writes offloaded data (blobs,
-// dataframes). It sits under the attempt's output prefix, so each attempt's
-// data is kept apart and goes away with it.
+// dataframes): the attempt's output prefix itself, as in Flyte.
 func RawOutputDataPrefix(ta *flytev1.TaskAction, attempt int32) string {
-	return under(OutputPrefix(ta, attempt), "raw")
+	return OutputPrefix(ta, attempt)
 }
 
 // CheckpointPrefix is where attempt (1-based) of ta writes checkpoints.
 func CheckpointPrefix(ta *flytev1.TaskAction, attempt int32) string {
-	return under(OutputPrefix(ta, attempt), "_flytecheckpoints")
+	return Join(RawOutputDataPrefix(ta, attempt), CheckpointsDir)
 }
 
 // PrevCheckpointPrefix is the checkpoint prefix of the attempt before attempt;
@@ -47,28 +83,37 @@ func PrevCheckpointPrefix(ta *flytev1.TaskAction, attempt int32) string {
 	return CheckpointPrefix(ta, attempt-1)
 }
 
-// InputPrefix is the directory of the inputs file: inputURI without a trailing
-// "/inputs.pb", or else without its last path element.
+// InputPrefix is the folder of the inputs: inputURI without a trailing
+// "/inputs.pb" (a root action's inputUri is already the folder).
 func InputPrefix(inputURI string) string {
-	if p, ok := strings.CutSuffix(inputURI, "/inputs.pb"); ok {
-		return p
-	}
-	rest := inputURI
-	start := 0
-	if i := strings.Index(rest, "://"); i >= 0 {
-		start = i + 3
-	}
-	i := strings.LastIndex(rest[start:], "/")
-	if i < 0 {
-		// No path at all ("s3://bucket" or "file"): nothing to strip.
-		return inputURI
-	}
-	return rest[:start+i]
+	return strings.TrimSuffix(inputURI, "/"+InputsFile)
 }
 
-func under(prefix, elem string) string {
-	if prefix == "" {
+// InputURI is the inputs file: "<input prefix>/inputs.pb".
+func InputURI(inputURI string) string {
+	if inputURI == "" {
 		return ""
 	}
-	return prefix + "/" + elem
+	return Join(InputPrefix(inputURI), InputsFile)
+}
+
+// Join appends elem to the storage reference base, as Flyte's storage layer
+// does: base is read as a folder and elem resolved against it. Empty when
+// base is empty or not a URL.
+func Join(base, elem string) string {
+	if base == "" {
+		return ""
+	}
+	if !strings.HasSuffix(base, "/") {
+		base += "/"
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return ""
+	}
+	rel, err := url.Parse(strings.Trim(elem, "/"))
+	if err != nil {
+		return ""
+	}
+	return u.ResolveReference(rel).String()
 }

@@ -71,6 +71,32 @@ type Cache struct {
 	IgnoreInputVars []string
 }
 
+// GPUAccelerator is the accelerator a task asks for (Flyte's GPUAccelerator).
+type GPUAccelerator struct {
+	// Device is the device model (e.g. "A100"), matched against node labels.
+	Device string
+	// DeviceClass is the vendor family: NVIDIA_GPU (default), GOOGLE_TPU,
+	// AMAZON_NEURON, AMD_GPU, HABANA_GAUDI.
+	DeviceClass string
+	// Unpartitioned asks for a whole device; PartitionSize for a slice of one.
+	Unpartitioned bool
+	PartitionSize string
+}
+
+// SharedMemory is a memory-backed volume mounted into the primary container.
+type SharedMemory struct {
+	MountPath string
+	MountName string
+	// SizeLimit is a Kubernetes quantity; empty means no limit.
+	SizeLimit string
+}
+
+// ExtendedResources are resources beyond the container's requests and limits.
+type ExtendedResources struct {
+	GPU          *GPUAccelerator
+	SharedMemory *SharedMemory
+}
+
 // Task is one decoded task template.
 type Task struct {
 	Form Form
@@ -91,8 +117,11 @@ type Task struct {
 	// PodLabels and PodAnnotations are the template's pod metadata.
 	PodLabels      map[string]string
 	PodAnnotations map[string]string
-	// PrimaryContainerName names the container of PodSpec that is the task's own.
+	// PrimaryContainerName names the container of PodSpec that is the task's
+	// own; empty means the pod builder's default (the pod's name, as Flyte names it).
 	PrimaryContainerName string
+	// Extended are the accelerator and shared memory the task asks for.
+	Extended ExtendedResources
 
 	// ServiceAccount is the template's run-as service account ("" = resolve by policy).
 	ServiceAccount string

@@ -150,18 +150,18 @@ func TestAdmissionWithTheWebhookUp(t *testing.T) {
 			set  func(tt map[string]any)
 			want string
 		}{
-			{"timeout in days", func(tt map[string]any) { tt["timeout"] = "1d" }, "spec.taskTemplate.timeout"},
+			{"timeout in days", func(tt map[string]any) { tt["timeout"] = "1d" }, "spec.template.timeout"},
 			{"pod spec not a pod spec", func(tt map[string]any) {
 				tt["podTemplate"] = map[string]any{"spec": map[string]any{"containers": map[string]any{"name": "x"}}}
-			}, "spec.taskTemplate.podTemplate.spec"},
+			}, "spec.template.podTemplate.spec"},
 			{"resource not a quantity", func(tt map[string]any) {
 				tt["container"].(map[string]any)["resources"] = map[string]any{"requests": map[string]any{"cpu": "lots"}}
-			}, "spec.taskTemplate.container.resources"},
+			}, "spec.template.container.resources"},
 		}
 		for i, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				u := unstructuredTaskAction(t, taskAction(ns, fmt.Sprintf("bad-%d", i)))
-				tc.set(u.Object["spec"].(map[string]any)["taskTemplate"].(map[string]any))
+				tc.set(u.Object["spec"].(map[string]any)["template"].(map[string]any))
 				err := c.Create(ctx, u)
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Errorf("create: %v, want a refusal naming %s", err, tc.want)

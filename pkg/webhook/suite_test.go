@@ -169,7 +169,7 @@ func taskAction(ns, name string) *flytev1.TaskAction {
 		Spec: flytev1.TaskActionSpec{
 			RunName: "run-" + name, Project: "proj", Domain: "dev", ActionName: name, TaskType: "container",
 			InputURI: "s3://b/" + name + "/inputs.pb", RunOutputBase: "s3://b/" + name,
-			TaskTemplate: &flytev1.TaskTemplate{
+			Template: &flytev1.TypedTaskTemplate{
 				ID:        flytev1.TaskID{Name: "task." + name, Version: "v1"},
 				Container: &flytev1.Container{Image: "busybox", Command: []string{"true"}},
 			},

@@ -47,8 +47,8 @@ func TestTaskSecretsEndToEnd(t *testing.T) {
 
 	withSecret := func(name, group, key string, command ...string) *flytev1.TaskAction {
 		ta := taskAction(ns, name)
-		ta.Spec.TaskTemplate.Container.Command = command
-		ta.Spec.TaskTemplate.SecurityContext = &flytev1.SecurityContext{Secrets: []flytev1.Secret{
+		ta.Spec.Template.Container.Command = command
+		ta.Spec.Template.SecurityContext = &flytev1.SecurityContext{Secrets: []flytev1.Secret{
 			{Group: group, Key: key, MountRequirement: flytev1.MountEnvVar},
 		}}
 		return ta

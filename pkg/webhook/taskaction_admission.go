@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -52,14 +51,14 @@ func (TaskActionFinalizer) Handle(_ context.Context, req admission.Request) admi
 		jsonpatch.NewOperation("add", "/metadata/finalizers/-", controller.Finalizer))
 }
 
-// TaskActionValidator refuses TaskActions whose typed template the
-// executor could not use, with one message per field, at `kubectl apply`.
-// It checks what the CRD's schema and CEL rules cannot: Go durations,
-// resource quantities, the schemaless pod template. Its failurePolicy is
-// Ignore; the reconciler checks the same again.
+// TaskActionValidator refuses, at `kubectl apply`, TaskActions the executor
+// could not run. The rules are the executor's own (pkg/task's decode, the
+// pod build and the pod-security policy, plugged in as Extra by pkg/setup),
+// so admission and the reconciler never disagree; this handler only adds the
+// pod-spec fields Kubernetes would drop, as warnings. Its failurePolicy is
+// Ignore: the reconciler decides the same again.
 type TaskActionValidator struct {
-	// Extra, if set, is called with the decoded TaskAction once the checks
-	// here pass (the decode of Flyte's template bytes plugs in here).
+	// Extra is the executor's check of a decoded TaskAction.
 	Extra func(*flytev1.TaskAction) error
 }
 
@@ -68,87 +67,37 @@ func (v TaskActionValidator) Handle(_ context.Context, req admission.Request) ad
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
-	ta, errs, warnings := CheckTaskAction(req.Object.Raw)
-	if len(errs) == 0 && v.Extra != nil {
-		if err := v.Extra(ta); err != nil {
-			errs = append(errs, field.Invalid(field.NewPath("spec"), "", err.Error()))
-		}
+	ta := &flytev1.TaskAction{}
+	if err := json.Unmarshal(req.Object.Raw, ta); err != nil {
+		return admission.Denied(field.Invalid(field.NewPath("spec"), "", "does not decode: "+decodeReason(err)).Error())
 	}
-	if len(errs) > 0 {
-		return admission.Denied(errs.ToAggregate().Error()).WithWarnings(warnings...)
+	warnings := podSpecWarnings(ta)
+	if v.Extra != nil {
+		if err := v.Extra(ta); err != nil {
+			return admission.Denied(err.Error()).WithWarnings(warnings...)
+		}
 	}
 	return admission.Allowed("").WithWarnings(warnings...)
 }
 
-// CheckTaskAction decodes a TaskAction from its JSON, field by field where
-// the typed decode would only say that something failed. It returns the
-// decoded object when there are no errors. Warnings are fields the pod spec
-// does not know (Kubernetes would drop them).
-func CheckTaskAction(raw []byte) (*flytev1.TaskAction, field.ErrorList, []string) {
-	var errs field.ErrorList
-	var warnings []string
-	var doc struct {
-		Spec struct {
-			TaskTemplate *struct {
-				Timeout   json.RawMessage `json:"timeout"`
-				Container *struct {
-					Resources json.RawMessage `json:"resources"`
-				} `json:"container"`
-				PodTemplate *struct {
-					Spec json.RawMessage `json:"spec"`
-				} `json:"podTemplate"`
-			} `json:"taskTemplate"`
-		} `json:"spec"`
+// podSpecWarnings lists the fields of the typed pod template that the pod
+// spec does not know (Kubernetes would drop them).
+func podSpecWarnings(ta *flytev1.TaskAction) []string {
+	tt := ta.Spec.Template
+	if tt == nil || tt.PodTemplate == nil || tt.PodTemplate.Spec == nil || len(tt.PodTemplate.Spec.Raw) == 0 {
+		return nil
 	}
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, field.ErrorList{field.Invalid(field.NewPath("spec"), "", "not a TaskAction: "+err.Error())}, nil
-	}
-	tpl := field.NewPath("spec", "taskTemplate")
-	if tt := doc.Spec.TaskTemplate; tt != nil {
-		if len(tt.Timeout) > 0 && string(tt.Timeout) != "null" {
-			errs = append(errs, checkTimeout(tpl.Child("timeout"), tt.Timeout)...)
-		}
-		if c := tt.Container; c != nil && len(c.Resources) > 0 && string(c.Resources) != "null" {
-			var rr corev1.ResourceRequirements
-			if err := json.Unmarshal(c.Resources, &rr); err != nil {
-				errs = append(errs, field.Invalid(tpl.Child("container", "resources"), string(c.Resources), decodeReason(err)))
-			}
-		}
-		if pt := tt.PodTemplate; pt != nil && len(pt.Spec) > 0 && string(pt.Spec) != "null" {
-			p := tpl.Child("podTemplate", "spec")
-			var spec corev1.PodSpec
-			strict, err := sigsjson.UnmarshalStrict(pt.Spec, &spec)
-			if err != nil {
-				errs = append(errs, field.Invalid(p, "", "not a pod spec: "+decodeReason(err)))
-			}
-			for _, e := range strict {
-				warnings = append(warnings, fmt.Sprintf("%s: %v (Kubernetes ignores it)", p, e))
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errs, warnings
-	}
-	ta := &flytev1.TaskAction{}
-	if err := json.Unmarshal(raw, ta); err != nil {
-		return nil, field.ErrorList{field.Invalid(field.NewPath("spec"), "", "does not decode: "+decodeReason(err))}, warnings
-	}
-	return ta, nil, warnings
-}
-
-func checkTimeout(p *field.Path, raw json.RawMessage) field.ErrorList {
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return field.ErrorList{field.Invalid(p, string(raw), "must be a string in Go duration syntax, such as 90s, 10m or 1h30m")}
-	}
-	d, err := time.ParseDuration(s)
+	var spec corev1.PodSpec
+	strict, err := sigsjson.UnmarshalStrict(tt.PodTemplate.Spec.Raw, &spec)
 	if err != nil {
-		return field.ErrorList{field.Invalid(p, s, "not a duration: use Go syntax such as 90s, 10m or 1h30m (units ns, us, ms, s, m, h; no d)")}
+		return nil // the decode in Extra names the error
 	}
-	if d < 0 {
-		return field.ErrorList{field.Invalid(p, s, "must not be negative")}
+	p := field.NewPath("spec", "template", "podTemplate", "spec")
+	warnings := make([]string, 0, len(strict))
+	for _, e := range strict {
+		warnings = append(warnings, fmt.Sprintf("%s: %v (Kubernetes ignores it)", p, e))
 	}
-	return nil
+	return warnings
 }
 
 // decodeReason is a JSON decode error without Go type names where a field

@@ -88,7 +88,7 @@ func TestWebhookSavesTheFinalizerWrite(t *testing.T) {
 
 		for i := range n {
 			ta := taskAction(ns, fmt.Sprintf("w-%d", i))
-			ta.Spec.TaskTemplate.Container.Command = []string{"true"}
+			ta.Spec.Template.Container.Command = []string{"true"}
 			if err := env.Client.Create(ctx, ta); err != nil {
 				t.Fatal(err)
 			}

@@ -16,13 +16,14 @@ import (
 	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/cachesvc/cachesvctest"
 	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 // cached makes ta use the cache under key k (the task name and version come from its template).
 func cached(ta *flytev1.TaskAction, k string, serial bool) *flytev1.TaskAction {
 	ta.Spec.CacheKey = k
-	ta.Spec.TaskTemplate.ID = flytev1.TaskID{Name: "shared.task", Version: "v1"}
-	ta.Spec.TaskTemplate.CacheSerializable = serial
+	ta.Spec.Template.ID = flytev1.TaskID{Name: "shared.task", Version: "v1"}
+	ta.Spec.Template.CacheSerializable = serial
 	return ta
 }
 
@@ -87,7 +88,7 @@ func TestCacheMissThenPopulate(t *testing.T) {
 		t.Errorf("cacheStatus = %q, want POPULATED", ta.Status.CacheStatus)
 	}
 	e, err := s.cache.Get(context.Background(), keyOf("k-pop"))
-	if err != nil || e == nil || e.OutputURI != "s3://b/"+s.ns+"/first/1/outputs.pb" || e.Source.Action != "first" {
+	if err != nil || e == nil || e.OutputURI != task.OutputURI(ta, 1) || e.Source.Action != "first" {
 		t.Fatalf("cache entry = %+v, %v", e, err)
 	}
 	// The same key again is served from the cache.

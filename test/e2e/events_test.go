@@ -10,8 +10,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/eventsvc"
 	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 // eventSequences drives one TaskAction through each scenario and checks the
@@ -33,13 +35,13 @@ func eventSequences(t *testing.T, svc *eventsvctest.Instance) {
 		if seq != "1:QUEUED 1:RUNNING 1:SUCCEEDED" {
 			t.Errorf("events = %s", seq)
 		}
-		if last := evs[len(evs)-1]; last.OutputURI != "s3://b/"+run+"/ok/1/outputs.pb" || last.Cluster != "e2e" || last.UpdatedAt.IsZero() {
+		if last := evs[len(evs)-1]; last.OutputURI != task.OutputURI(testenv.GetTaskAction(t, k8s, ns, "ok"), 1) || last.Cluster != "e2e" || last.UpdatedAt.IsZero() {
 			t.Errorf("success event = %+v", last)
 		}
 	})
 	t.Run("retry then success", func(t *testing.T) {
 		ta := taskAction(ns, run, "flaky")
-		ta.Spec.TaskTemplate.Retries = 1
+		ta.Spec.Template.Retries = 1
 		create(t, ta)
 		pod := waitPod(t, ns, "flaky-0")
 		kubelet(t, pod, corev1.PodFailed, 2)

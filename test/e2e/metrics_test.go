@@ -51,7 +51,7 @@ func TestMetricsScrape(t *testing.T) {
 	waitReason(t, ns, "m-ok", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
 	// A retry, after a system failure (the pod deleted by someone else).
 	ta := taskAction(ns, ns, "m-retry")
-	ta.Spec.TaskTemplate.Retries = 1
+	ta.Spec.Template.Retries = 1
 	create(t, ta)
 	pod = waitPod(t, ns, "m-retry-0")
 	if err := k8s.Delete(context.Background(), pod); err != nil {

@@ -351,8 +351,8 @@ func TestSamplesAreAdmitted(t *testing.T) {
 		}
 	}
 	checks := map[string][]string{
-		"hello":  {"spec", "taskTemplate", "container", "command"},
-		"exit-3": {"spec", "taskTemplate", "retries"},
+		"hello":  {"spec", "template", "container", "command"},
+		"exit-3": {"spec", "template", "retries"},
 		"cached": {"spec", "cacheKey"},
 	}
 	for name, path := range checks {
@@ -366,7 +366,7 @@ func TestSamplesAreAdmitted(t *testing.T) {
 		}
 	}
 	if o := find(objs, "TaskAction", "exit-3"); o != nil {
-		if r, _, _ := unstructured.NestedInt64(o.Object, "spec", "taskTemplate", "retries"); r != 2 {
+		if r, _, _ := unstructured.NestedInt64(o.Object, "spec", "template", "retries"); r != 2 {
 			t.Errorf("exit-3 retries = %d, want 2", r)
 		}
 	}

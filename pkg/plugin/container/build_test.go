@@ -1,20 +1,22 @@
 package container
 
 import (
+	"encoding/base32"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/prototext"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/task"
-	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
 
 func testTA() *flytev1.TaskAction {
@@ -25,9 +27,9 @@ func testTA() *flytev1.TaskAction {
 			Annotations: map[string]string{"note": "hi"},
 		},
 		Spec: flytev1.TaskActionSpec{
-			RunName: "run1", Project: "proj", Domain: "dev", ActionName: "a0",
+			RunName: "run1", Project: "proj", Domain: "dev", ActionName: "a0", TaskType: "container",
 			InputURI: "s3://bucket/run1/a0/inputs.pb", RunOutputBase: "s3://bucket/run1/",
-			TaskTemplate: &flytev1.TaskTemplate{
+			Template: &flytev1.TypedTaskTemplate{
 				ID: flytev1.TaskID{Name: "my.task", Version: "v1"},
 				Container: &flytev1.Container{
 					Image:   "python:3.12",
@@ -39,25 +41,43 @@ func testTA() *flytev1.TaskAction {
 	}
 }
 
+func decode(t *testing.T, ta *flytev1.TaskAction) *task.Task {
+	t.Helper()
+	tk, err := task.FromTaskAction(ta)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	return tk
+}
+
+func buildErr(t *testing.T, ta *flytev1.TaskAction, attempt int32, s plugin.Settings) (*corev1.Pod, error) {
+	t.Helper()
+	return BuildPod(plugin.TaskContext{TaskAction: ta, Task: decode(t, ta), Attempt: attempt, Settings: s})
+}
+
 func build(t *testing.T, ta *flytev1.TaskAction, attempt int32, s plugin.Settings) *corev1.Pod {
 	t.Helper()
-	pod, err := BuildPod(plugin.TaskContext{TaskAction: ta, Attempt: attempt, Settings: s})
+	pod, err := buildErr(t, ta, attempt, s)
 	if err != nil {
 		t.Fatalf("BuildPod: %v", err)
 	}
 	return pod
 }
 
-func primaryOf(t *testing.T, pod *corev1.Pod) corev1.Container {
+func container(t *testing.T, pod *corev1.Pod, name string) corev1.Container {
 	t.Helper()
-	name := pod.Annotations[AnnotationPrimaryContainer]
 	for _, c := range pod.Spec.Containers {
 		if c.Name == name {
 			return c
 		}
 	}
-	t.Fatalf("no primary container %q in %v", name, pod.Spec.Containers)
+	t.Fatalf("no container %q in %v", name, pod.Spec.Containers)
 	return corev1.Container{}
+}
+
+func primaryOf(t *testing.T, pod *corev1.Pod) corev1.Container {
+	t.Helper()
+	return container(t, pod, pod.Annotations[AnnotationPrimaryContainer])
 }
 
 func wantBadSpec(t *testing.T, err error, contains string) {
@@ -74,145 +94,199 @@ func wantBadSpec(t *testing.T, err error, contains string) {
 	}
 }
 
+func setPodSpec(t *testing.T, ta *flytev1.TaskAction, pt flytev1.PodTemplate, spec *corev1.PodSpec) {
+	t.Helper()
+	if spec != nil {
+		doc, err := flytev1.PodSpecDocumentOf(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pt.Spec = doc
+	}
+	ta.Spec.Template.PodTemplate = &pt
+}
+
 func TestBuildPodBasics(t *testing.T) {
 	ta := testTA()
 	orig := ta.DeepCopy()
 	pod := build(t, ta, 2, plugin.Settings{})
 	if !equality.Semantic.DeepEqual(ta, orig) {
-		t.Errorf("BuildPod modified the TaskAction")
+		t.Error("BuildPod modified the TaskAction")
 	}
 	if pod.Name != "act-1" || pod.Namespace != "ns" {
-		t.Errorf("name = %s/%s", pod.Namespace, pod.Name)
+		t.Errorf("pod = %s/%s", pod.Namespace, pod.Name)
 	}
-	if len(pod.OwnerReferences) != 1 {
-		t.Fatalf("owner refs = %v", pod.OwnerReferences)
+	o := metav1.GetControllerOf(pod)
+	if o == nil || o.Kind != "TaskAction" || o.Name != "act" || o.UID != "uid-1" || o.BlockOwnerDeletion == nil || !*o.BlockOwnerDeletion {
+		t.Errorf("owner = %+v", o)
 	}
-	o := pod.OwnerReferences[0]
-	if o.APIVersion != "flyte.org/v1" || o.Kind != "TaskAction" || o.Name != "act" || o.UID != "uid-1" ||
-		o.Controller == nil || !*o.Controller || o.BlockOwnerDeletion == nil || !*o.BlockOwnerDeletion {
-		t.Errorf("owner ref = %+v", o)
+	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks || pod.Spec.Affinity == nil {
+		t.Errorf("spec = %+v", pod.Spec)
 	}
-	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
-		t.Errorf("restartPolicy = %q", pod.Spec.RestartPolicy)
-	}
-	if pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks {
-		t.Errorf("enableServiceLinks = %v", pod.Spec.EnableServiceLinks)
-	}
-	if len(pod.Spec.Containers) != 1 {
-		t.Fatalf("containers = %v", pod.Spec.Containers)
+	if len(pod.Spec.Containers) != 1 || pod.Annotations[AnnotationPrimaryContainer] != DefaultPrimaryContainerName {
+		t.Fatalf("containers = %+v, annotations = %v", pod.Spec.Containers, pod.Annotations)
 	}
 	c := pod.Spec.Containers[0]
-	if c.Name != DefaultPrimaryContainerName || c.Image != "python:3.12" || c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+	if c.Image != "python:3.12" || c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
 		t.Errorf("container = %+v", c)
 	}
-	if !reflect.DeepEqual(c.Args, []string{"--inputs", "s3://bucket/run1/a0/inputs.pb"}) {
-		t.Errorf("args = %q", c.Args)
-	}
-	if pod.Annotations["note"] != "hi" || pod.Annotations[AnnotationPrimaryContainer] != "task" {
-		t.Errorf("annotations = %v", pod.Annotations)
+	// Without a task in the context, the plugin decodes the TaskAction itself.
+	again, err := BuildPod(plugin.TaskContext{TaskAction: ta, Attempt: 2})
+	if err != nil || !equality.Semantic.DeepEqual(again, pod) {
+		t.Errorf("BuildPod without a task = %v, %v", again, err)
 	}
 }
 
 func TestBuildPodErrors(t *testing.T) {
-	cases := []struct {
-		name     string
-		mutate   func(*flytev1.TaskAction)
-		contains string
-	}{
-		{"no template", func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate = nil }, "no container"},
-		{"no container", func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate.Container = nil }, "no container"},
-		{"empty image", func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate.Container.Image = "" }, "no image"},
-		{"bad primary name", func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate.PodTemplate = &flytev1.PodTemplate{PrimaryContainerName: "Bad_Name"}
-		}, "Bad_Name"},
-		{"unknown placeholder", func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate.Container.Args = []string{"{{.nosuchthing}}"}
-		}, "nosuchthing"},
-		{"request above limit", func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate.Container.Resources = corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
-				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
-			}
-		}, "above its limit"},
+	if _, err := BuildPod(plugin.TaskContext{}); err == nil {
+		t.Error("no TaskAction: no error")
 	}
-	for _, tc := range cases {
+	undecodable := testTA()
+	undecodable.Spec.Template = nil
+	_, err := BuildPod(plugin.TaskContext{TaskAction: undecodable, Attempt: 1})
+	wantBadSpec(t, err, "spec.taskTemplate")
+
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*flytev1.TaskAction) *task.Task
+		s       plugin.Settings
+		contain string
+		plain   bool
+	}{
+		{name: "primary name not a DNS label", mutate: func(ta *flytev1.TaskAction) *task.Task {
+			setPodTemplateName(ta, "Main_1")
+			return nil
+		}, contain: `primary container name "Main_1"`},
+		{name: "pod spec without the primary container", mutate: func(ta *flytev1.TaskAction) *task.Task {
+			tk := decode(&testing.T{}, ta)
+			tk.Container, tk.PodSpec, tk.PrimaryContainerName = nil, &corev1.PodSpec{Containers: []corev1.Container{{Name: "other", Image: "x"}}}, "main"
+			return tk
+		}, contain: `the primary container "main" is not in the pod spec`},
+		{name: "no image", mutate: func(ta *flytev1.TaskAction) *task.Task {
+			tk := decode(&testing.T{}, ta)
+			tk.Container.Image = ""
+			return tk
+		}, contain: "has no image"},
+		{name: "placeholder without inputs", mutate: func(ta *flytev1.TaskAction) *task.Task {
+			ta.Spec.InputURI = ""
+			return nil
+		}, contain: `placeholder "{{.input}}" in containers[task].args[1] cannot be rendered: spec.inputUri is empty`},
+		{name: "placeholder without output base", mutate: func(ta *flytev1.TaskAction) *task.Task {
+			ta.Spec.RunOutputBase = ""
+			ta.Spec.Template.Container.Args = []string{"{{.outputPrefix}}", "{{.checkpointOutputPrefix}}"}
+			return nil
+		}, contain: "spec.runOutputBase is empty"},
+		{name: "bad secret mount", mutate: func(ta *flytev1.TaskAction) *task.Task {
+			tk := decode(&testing.T{}, ta)
+			tk.Secrets = []task.Secret{{Key: "k", Mount: "DISK"}}
+			return tk
+		}, contain: `unknown mount requirement "DISK"`},
+		{name: "shared memory without a name", mutate: func(ta *flytev1.TaskAction) *task.Task {
+			tk := decode(&testing.T{}, ta)
+			tk.Extended.SharedMemory = &task.SharedMemory{MountPath: "/dev/shm"}
+			return tk
+		}, contain: "mount name is not set"},
+		{name: "bad default CPU", s: plugin.Settings{DefaultCPU: "lots"}, plain: true, contain: "lots"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ta := testTA()
-			tc.mutate(ta)
-			_, err := BuildPod(plugin.TaskContext{TaskAction: ta, Attempt: 1})
-			wantBadSpec(t, err, tc.contains)
+			var tk *task.Task
+			if tc.mutate != nil {
+				tk = tc.mutate(ta)
+			}
+			if tk == nil {
+				tk = decode(t, ta)
+			}
+			_, err := BuildPod(plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1, Settings: tc.s})
+			if tc.plain {
+				var le *plugin.LaunchError
+				if err == nil || errors.As(err, &le) || !strings.Contains(err.Error(), tc.contain) {
+					t.Errorf("error = %v, want a plain error mentioning %q", err, tc.contain)
+				}
+				return
+			}
+			wantBadSpec(t, err, tc.contain)
 		})
 	}
-	// A broken executor default is the executor's problem, not the task's.
-	_, err := BuildPod(plugin.TaskContext{TaskAction: testTA(), Attempt: 1, Settings: plugin.Settings{DefaultCPU: "lots"}})
-	var le *plugin.LaunchError
-	if err == nil || errors.As(err, &le) {
-		t.Errorf("bad default CPU: err = %v, want a plain error", err)
-	}
 	if ValidateSettings(plugin.Settings{DefaultCPU: "lots"}) == nil || ValidateSettings(plugin.Settings{DefaultCPU: "1", DefaultMemory: "1Gi"}) != nil {
-		t.Errorf("ValidateSettings")
+		t.Error("ValidateSettings")
 	}
 }
 
+func setPodTemplateName(ta *flytev1.TaskAction, name string) {
+	ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{PrimaryContainerName: name}
+}
+
 func TestLabels(t *testing.T) {
+	identity := map[string]string{
+		LabelOrganization: "flyte", LabelProject: "proj", LabelDomain: "dev", LabelRun: "run1", LabelAction: "a0",
+		LabelAttempt: "2", LabelTaskName: "my.task", LabelManaged: "true",
+		LabelFlyteProject: "proj", LabelFlyteDomain: "dev", LabelFlyteRun: "run1", LabelFlyteAction: "a0",
+	}
+	with := func(extra map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range identity {
+			out[k] = v
+		}
+		for k, v := range extra {
+			if v == "" {
+				delete(out, k)
+			} else {
+				out[k] = v
+			}
+		}
+		return out
+	}
 	cases := []struct {
 		name   string
 		mutate func(*flytev1.TaskAction)
+		s      plugin.Settings
 		want   map[string]string
-		absent []string
 	}{
+		{name: "identity and the TaskAction's labels", want: with(map[string]string{"team": "ml"})},
 		{
-			name:   "injected",
-			mutate: func(*flytev1.TaskAction) {},
-			want: map[string]string{
-				"team": "ml", LabelManaged: "true", LabelProject: "proj", LabelDomain: "dev",
-				LabelRun: "run1", LabelAction: "a0", LabelAttempt: "2", LabelTaskName: "my.task",
-			},
+			name:   "sanitized values, empty ones omitted",
+			mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.ID.Name = "-mod/sub task.name-"; ta.Labels = nil },
+			want:   with(map[string]string{LabelTaskName: "xmod-sub-task.namex"}),
 		},
 		{
-			name: "sanitised",
+			name:   "no task name",
+			mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.ID.Name = ""; ta.Labels = nil },
+			want:   with(map[string]string{LabelTaskName: ""}),
+		},
+		{
+			name: "the executor's labels cannot be spoofed",
 			mutate: func(ta *flytev1.TaskAction) {
-				ta.Spec.TaskTemplate.ID.Name = "mod/sub:task name_"
-				ta.Spec.RunName = "-run-"
+				ta.Labels = map[string]string{LabelManaged: "false", LabelProject: "other", LabelAttempt: "9", LabelInjectSecrets: "true", LabelOrganization: "x"}
 			},
-			want: map[string]string{LabelTaskName: "mod-sub-task-name", LabelRun: "run"},
+			want: identity,
 		},
 		{
-			name:   "empty values omitted",
-			mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate.ID.Name = "" },
-			absent: []string{LabelTaskName},
-		},
-		{
-			name: "TaskAction labels cannot spoof injected ones",
+			name: "defaults, then the pod template, then the TaskAction",
 			mutate: func(ta *flytev1.TaskAction) {
-				ta.Spec.TaskTemplate.ID.Name = ""
-				ta.Labels = map[string]string{LabelManaged: "false", LabelProject: "other", LabelTaskName: "spoof", LabelAttempt: "9"}
+				ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Labels: map[string]string{"team": "infra", "tier": "t", LabelRun: "x"}}
+				ta.Labels = map[string]string{"team": "ml"}
 			},
-			want:   map[string]string{LabelManaged: "true", LabelProject: "proj", LabelAttempt: "2"},
-			absent: []string{LabelTaskName},
+			s:    plugin.Settings{DefaultLabels: map[string]string{"tier": "default", "zone": "z"}},
+			want: with(map[string]string{"team": "ml", "tier": "t", "zone": "z"}),
 		},
 		{
-			name: "pod template labels merged, cannot spoof",
+			name: "secrets ask for injection",
 			mutate: func(ta *flytev1.TaskAction) {
-				ta.Spec.TaskTemplate.PodTemplate = &flytev1.PodTemplate{Labels: map[string]string{"team": "infra", "extra": "1", LabelManaged: "no", LabelRun: "x"}}
+				ta.Labels = nil
+				ta.Spec.Template.SecurityContext = &flytev1.SecurityContext{Secrets: []flytev1.Secret{{Key: "k"}}}
 			},
-			want: map[string]string{"team": "infra", "extra": "1", LabelManaged: "true", LabelRun: "run1"},
+			want: with(map[string]string{LabelInjectSecrets: "true"}),
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ta := testTA()
-			tc.mutate(ta)
-			pod := build(t, ta, 2, plugin.Settings{})
-			for k, v := range tc.want {
-				if got, ok := pod.Labels[k]; !ok || got != v {
-					t.Errorf("label %s = %q (present %v), want %q", k, got, ok, v)
-				}
+			if tc.mutate != nil {
+				tc.mutate(ta)
 			}
-			for _, k := range tc.absent {
-				if v, ok := pod.Labels[k]; ok {
-					t.Errorf("label %s = %q, want absent", k, v)
-				}
+			if got := build(t, ta, 2, tc.s).Labels; !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("labels = %v\nwant     %v", got, tc.want)
 			}
 		})
 	}
@@ -221,103 +295,125 @@ func TestLabels(t *testing.T) {
 func TestAnnotations(t *testing.T) {
 	ta := testTA()
 	ta.Annotations = map[string]string{
-		"note": "ta", "kubectl.kubernetes.io/last-applied-configuration": "{...}",
-		AnnotationSecretPrefix + "0": "spoof/spoof/FILE", AnnotationPrimaryContainer: "spoof",
+		"note": "hi", lastAppliedAnnotation: "{...}", AnnotationSecretPrefix + "0": "spoof", AnnotationPrimaryContainer: "spoof", "both": "ta",
 	}
-	ta.Spec.TaskTemplate.PodTemplate = &flytev1.PodTemplate{Annotations: map[string]string{"note": "template", "other": "x", AnnotationSecretPrefix + "7": "spoof"}}
-	ta.Spec.TaskTemplate.SecurityContext = &flytev1.SecurityContext{Secrets: []flytev1.Secret{
-		{Group: "aws", Key: "token", MountRequirement: flytev1.MountEnvVar},
+	ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Annotations: map[string]string{"tpl": "x", "both": "template", AnnotationSecretPrefix + "7": "spoof"}}
+	ta.Spec.Template.SecurityContext = &flytev1.SecurityContext{Secrets: []flytev1.Secret{
+		{Group: "aws", Key: "token", MountRequirement: flytev1.MountEnvVar, EnvVar: "TOKEN"},
 		{Key: "pw"},
 	}}
-	pod := build(t, ta, 1, plugin.Settings{})
+	pod := build(t, ta, 1, plugin.Settings{DefaultAnnotations: map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false", "tpl": "default"}})
 	want := map[string]string{
-		"note": "template", "other": "x",
+		"note": "hi", "both": "ta", "tpl": "x", "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
 		AnnotationPrimaryContainer: "task",
 	}
-	for k, v := range secrets.Annotations([]secrets.Request{
-		{Group: "aws", Key: "token", Mount: secrets.MountEnvVar},
-		{Key: "pw", Mount: secrets.MountAny},
-	}) {
-		want[k] = v
+	for k, v := range want {
+		if pod.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want %q", k, pod.Annotations[k], v)
+		}
 	}
-	if !reflect.DeepEqual(pod.Annotations, want) {
-		t.Errorf("annotations = %v\nwant %v", pod.Annotations, want)
+	if len(pod.Annotations) != len(want)+2 {
+		t.Errorf("annotations = %v", pod.Annotations)
 	}
-	if pod.Labels[secrets.PodLabel] != secrets.PodLabelValue {
-		t.Errorf("labels %v: a pod with secrets must be selected for the secret webhook", pod.Labels)
+	// The secret requests decode, with protobuf's own text parser, to the template's secrets.
+	enc := base32.NewEncoding("abcdefghijklmnopqrstuvwxyz123456").WithPadding(base32.NoPadding)
+	for key, want := range map[string]*core.Secret{
+		AnnotationSecretPrefix + "0": {Group: "aws", Key: "token", MountRequirement: core.Secret_ENV_VAR, EnvVar: "TOKEN"},
+		AnnotationSecretPrefix + "1": {Key: "pw"},
+	} {
+		b, err := enc.DecodeString(pod.Annotations[key])
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		got := &core.Secret{}
+		if err := prototext.Unmarshal(b, got); err != nil || got.String() != want.String() {
+			t.Errorf("%s = %q → %v, %v; want %v", key, b, got, err, want)
+		}
+	}
+	// The text form is Flyte's: one "name: value" line per set field.
+	if b, _ := enc.DecodeString(pod.Annotations[AnnotationSecretPrefix+"0"]); string(b) != "group: \"aws\"\nkey: \"token\"\nmount_requirement: ENV_VAR\nenv_var: \"TOKEN\"\n" {
+		t.Errorf("secret text = %q", b)
 	}
 
-	// Without secrets the pod is not selected, whatever the TaskAction's labels say.
-	ta = testTA()
-	ta.Labels = map[string]string{secrets.PodLabel: secrets.PodLabelValue}
-	if pod := build(t, ta, 1, plugin.Settings{}); pod.Labels[secrets.PodLabel] != "" {
-		t.Errorf("labels %v: a pod without secrets selected for the secret webhook", pod.Labels)
+	raw := testTA()
+	raw.Spec.TaskType = task.TypeRawContainer
+	if got := build(t, raw, 1, plugin.Settings{}).Annotations; got[AnnotationPrimaryContainer] != "" {
+		t.Errorf("raw-container pod annotated with its primary container: %v", got)
 	}
 }
 
-func envOf(c corev1.Container) []string {
+func envMap(c corev1.Container) map[string]corev1.EnvVar {
+	out := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		if _, dup := out[e.Name]; dup {
+			panic("duplicate env " + e.Name)
+		}
+		out[e.Name] = e
+	}
+	return out
+}
+
+func envNames(c corev1.Container) []string {
 	var out []string
 	for _, e := range c.Env {
-		v := e.Value
-		if e.ValueFrom != nil {
-			v = "<from>"
-		}
-		out = append(out, e.Name+"="+v)
+		out = append(out, e.Name)
 	}
 	return out
 }
 
 func TestEnv(t *testing.T) {
-	builtins := []string{
-		"ACTION_NAME=a0", "RUN_NAME=run1", "FLYTE_ATTEMPT_NUMBER=1", "FLYTE_INTERNAL_EXECUTION_ID=run1",
-		"FLYTE_INTERNAL_EXECUTION_PROJECT=proj", "FLYTE_INTERNAL_EXECUTION_DOMAIN=dev",
+	ta := testTA()
+	ta.Spec.Template.Container.Env = []corev1.EnvVar{{Name: "A", Value: "template"}, {Name: "FLYTE_ATTEMPT_NUMBER", Value: "template"}, {Name: "D", Value: "template"}}
+	ta.Spec.EnvVars = map[string]string{"B": "run", "ACTION_NAME": "spoof", "_U_RUN_BASE": "spoof", "D": "run"}
+	setPodSpec(t, ta, flytev1.PodTemplate{}, &corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init", Image: "busybox"}},
+		Containers:     []corev1.Container{{Name: "side", Image: "envoy", Env: []corev1.EnvVar{{Name: "S", Value: "side"}}}},
+	})
+	s := plugin.Settings{DefaultEnvVars: map[string]string{"_U_EP_OVERRIDE": "dns:///flyte:8089", "D": "default"}}
+	pod := build(t, ta, 3, s)
+	p := primaryOf(t, pod)
+	wantOrder := []string{"A", "FLYTE_ATTEMPT_NUMBER", "D", "FLYTE_INTERNAL_EXECUTION_ID", "FLYTE_INTERNAL_EXECUTION_PROJECT",
+		"FLYTE_INTERNAL_EXECUTION_DOMAIN", "_F_PN", "FLYTE_INTERNAL_TASK_PROJECT", "FLYTE_INTERNAL_TASK_DOMAIN",
+		"FLYTE_INTERNAL_TASK_NAME", "FLYTE_INTERNAL_TASK_VERSION", "FLYTE_INTERNAL_PROJECT", "FLYTE_INTERNAL_DOMAIN",
+		"FLYTE_INTERNAL_NAME", "FLYTE_INTERNAL_VERSION", "ACTION_NAME", "RUN_NAME", "_U_RUN_BASE", "_U_ORG_NAME", "B", "_U_EP_OVERRIDE"}
+	if got := envNames(p); !reflect.DeepEqual(got, wantOrder) {
+		t.Errorf("env order = %v\nwant        %v", got, wantOrder)
 	}
-	cases := []struct {
-		name     string
-		template []corev1.EnvVar // pod template primary container
-		task     []corev1.EnvVar
-		envVars  map[string]string
-		want     []string
-	}{
-		{name: "builtins only", want: builtins},
-		{
-			name:    "envVars sorted, cannot override builtins",
-			envVars: map[string]string{"ZED": "z", "ACTION_NAME": "spoof", "ALPHA": "a", "FLYTE_ATTEMPT_NUMBER": "7", "MID": "m"},
-			want:    append(append([]string{}, builtins...), "ALPHA=a", "MID=m", "ZED=z"),
-		},
-		{
-			name:    "task env then envVars; envVars win in place",
-			task:    []corev1.EnvVar{{Name: "B", Value: "task"}, {Name: "RUN_NAME", Value: "spoof"}, {Name: "S", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
-			envVars: map[string]string{"B": "run", "A": "run"},
-			want:    append(append([]string{}, builtins...), "B=run", "S=<from>", "A=run"),
-		},
-		{
-			name:     "pod template env first, task overrides",
-			template: []corev1.EnvVar{{Name: "T", Value: "t"}, {Name: "B", Value: "template"}, {Name: "ACTION_NAME", Value: "spoof"}},
-			task:     []corev1.EnvVar{{Name: "B", Value: "task"}},
-			want:     append(append([]string{}, builtins...), "T=t", "B=task"),
-		},
+	env := envMap(p)
+	for k, v := range map[string]string{
+		"A": "template", "FLYTE_ATTEMPT_NUMBER": "2", "D": "default", "FLYTE_INTERNAL_EXECUTION_ID": "run1",
+		"FLYTE_INTERNAL_EXECUTION_PROJECT": "proj", "FLYTE_INTERNAL_TASK_PROJECT": "proj", "FLYTE_INTERNAL_NAME": "my.task",
+		"FLYTE_INTERNAL_VERSION": "v1", "ACTION_NAME": "a0", "RUN_NAME": "run1", "_U_RUN_BASE": "s3://bucket/run1/",
+		"_U_ORG_NAME": "local", "B": "run", "_U_EP_OVERRIDE": "dns:///flyte:8089",
+	} {
+		if env[k].Value != v {
+			t.Errorf("%s = %q, want %q", k, env[k].Value, v)
+		}
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ta := testTA()
-			ta.Spec.TaskTemplate.Container.Env = tc.task
-			ta.Spec.EnvVars = tc.envVars
-			if tc.template != nil {
-				ta.Spec.TaskTemplate.PodTemplate = &flytev1.PodTemplate{Spec: &corev1.PodSpec{Containers: []corev1.Container{{Name: "task", Env: tc.template}}}}
-			}
-			for i := 0; i < 5; i++ { // map order must not show
-				got := envOf(primaryOf(t, build(t, ta, 2, plugin.Settings{})))
-				if !reflect.DeepEqual(got, tc.want) {
-					t.Fatalf("env = %q\nwant %q", got, tc.want)
-				}
-			}
-		})
+	if f := env["_F_PN"].ValueFrom; f == nil || f.FieldRef == nil || f.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("_F_PN = %+v", env["_F_PN"])
 	}
-	// FLYTE_ATTEMPT_NUMBER is the 0-based retry number.
-	got := envOf(primaryOf(t, build(t, testTA(), 1, plugin.Settings{})))
-	if got[2] != "FLYTE_ATTEMPT_NUMBER=0" {
-		t.Errorf("attempt 1: %s", got[2])
+	// Every container of the pod gets the task's environment.
+	for _, c := range append(pod.Spec.InitContainers, container(t, pod, "side")) {
+		if e := envMap(c); e["RUN_NAME"].Value != "run1" || e["FLYTE_ATTEMPT_NUMBER"].Value != "2" {
+			t.Errorf("container %s env = %v", c.Name, envNames(c))
+		}
+	}
+	if e := envMap(container(t, pod, "side")); e["S"].Value != "side" {
+		t.Errorf("sidecar lost its own env")
+	}
+	// Without a task identity there are no FLYTE_INTERNAL_TASK_* variables.
+	anon := testTA()
+	anon.Spec.Template.ID = flytev1.TaskID{}
+	anon.Spec.Project, anon.Spec.Domain = "", ""
+	tk := decode(t, anon)
+	tk.ID = task.Identifier{}
+	pod, err := BuildPod(plugin.TaskContext{TaskAction: anon, Task: tk, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := envMap(pod.Spec.Containers[0])["FLYTE_INTERNAL_TASK_NAME"]; ok {
+		t.Error("FLYTE_INTERNAL_TASK_NAME without a task identity")
 	}
 }
 
@@ -333,248 +429,289 @@ func rl(kv ...string) corev1.ResourceList {
 }
 
 func TestResources(t *testing.T) {
-	s := plugin.Settings{DefaultCPU: "500m", DefaultMemory: "1Gi"}
-	cases := []struct {
-		name                   string
-		s                      plugin.Settings
-		req, lim               corev1.ResourceList
-		wantReq, wantLim       corev1.ResourceList
-		templateReq, templateL corev1.ResourceList
+	flyteDefaults := plugin.Settings{DefaultCPU: "1000m", DefaultMemory: "1024Mi"}
+	for _, tc := range []struct {
+		name          string
+		in            corev1.ResourceRequirements
+		gpu           *task.GPUAccelerator
+		s             plugin.Settings
+		wantReq, wLim corev1.ResourceList
 	}{
-		{name: "nothing set: defaults for both", s: s,
-			wantReq: rl("cpu", "500m", "memory", "1Gi"), wantLim: rl("cpu", "500m", "memory", "1Gi")},
-		{name: "nothing set, no defaults", s: plugin.Settings{}},
-		{name: "request only: limit copies it", s: s, req: rl("cpu", "2", "memory", "3Gi"),
-			wantReq: rl("cpu", "2", "memory", "3Gi"), wantLim: rl("cpu", "2", "memory", "3Gi")},
-		{name: "limit only: request copies it", s: s, lim: rl("cpu", "4", "memory", "8Gi"),
-			wantReq: rl("cpu", "4", "memory", "8Gi"), wantLim: rl("cpu", "4", "memory", "8Gi")},
-		{name: "both set: kept", s: s, req: rl("cpu", "1", "memory", "1Gi"), lim: rl("cpu", "2", "memory", "2Gi"),
-			wantReq: rl("cpu", "1", "memory", "1Gi"), wantLim: rl("cpu", "2", "memory", "2Gi")},
-		{name: "mixed: cpu request, memory limit", s: s, req: rl("cpu", "1"), lim: rl("memory", "2Gi"),
-			wantReq: rl("cpu", "1", "memory", "2Gi"), wantLim: rl("cpu", "1", "memory", "2Gi")},
-		{name: "cpu set, memory defaulted", s: s, req: rl("cpu", "1"),
-			wantReq: rl("cpu", "1", "memory", "1Gi"), wantLim: rl("cpu", "1", "memory", "1Gi")},
-		{name: "other resources untouched", s: s, lim: rl("nvidia.com/gpu", "1"),
-			wantReq: rl("cpu", "500m", "memory", "1Gi"), wantLim: rl("cpu", "500m", "memory", "1Gi", "nvidia.com/gpu", "1")},
-		{name: "pod template resources as base, task wins", s: s,
-			templateReq: rl("cpu", "3", "ephemeral-storage", "1Gi"), templateL: rl("memory", "4Gi"),
-			req:     rl("cpu", "1"),
-			wantReq: rl("cpu", "1", "memory", "4Gi", "ephemeral-storage", "1Gi"), wantLim: rl("cpu", "1", "memory", "4Gi")},
-	}
-	for _, tc := range cases {
+		{name: "nothing set: the defaults", s: flyteDefaults,
+			wantReq: rl("cpu", "1", "memory", "1Gi"), wLim: rl("cpu", "1", "memory", "1Gi")},
+		{name: "nothing set, no defaults"},
+		{name: "a limit gives the request", in: corev1.ResourceRequirements{Limits: rl("cpu", "2")}, s: flyteDefaults,
+			wantReq: rl("cpu", "2", "memory", "1Gi"), wLim: rl("cpu", "2", "memory", "1Gi")},
+		{name: "a request gives the limit", in: corev1.ResourceRequirements{Requests: rl("memory", "3Gi")}, s: flyteDefaults,
+			wantReq: rl("cpu", "1", "memory", "3Gi"), wLim: rl("cpu", "1", "memory", "3Gi")},
+		{name: "a request above its limit is lowered", in: corev1.ResourceRequirements{Requests: rl("cpu", "4"), Limits: rl("cpu", "2")},
+			wantReq: rl("cpu", "2"), wLim: rl("cpu", "2")},
+		{name: "ephemeral storage only when asked for", in: corev1.ResourceRequirements{Requests: rl("ephemeral-storage", "5Gi")},
+			wantReq: rl("ephemeral-storage", "5Gi"), wLim: rl("ephemeral-storage", "5Gi")},
+		{name: "a generic gpu is an nvidia gpu", in: corev1.ResourceRequirements{Limits: rl("gpu", "1")},
+			wantReq: rl("nvidia.com/gpu", "1"), wLim: rl("nvidia.com/gpu", "1")},
+		{name: "the configured gpu resource", in: corev1.ResourceRequirements{Requests: rl("gpu", "2")}, s: plugin.Settings{GPUResourceName: "amd.com/gpu"},
+			wantReq: rl("amd.com/gpu", "2"), wLim: rl("amd.com/gpu", "2")},
+		{name: "the accelerator class's resource", in: corev1.ResourceRequirements{Limits: rl("gpu", "4")}, gpu: &task.GPUAccelerator{DeviceClass: "GOOGLE_TPU"},
+			wantReq: rl("google.com/tpu", "4"), wLim: rl("google.com/tpu", "4")},
+		{name: "other extended resources are left alone", in: corev1.ResourceRequirements{Requests: rl("example.com/fpga", "1")},
+			wantReq: rl("example.com/fpga", "1")},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ta := testTA()
-			ta.Spec.TaskTemplate.Container.Resources = corev1.ResourceRequirements{Requests: tc.req, Limits: tc.lim}
-			if tc.templateReq != nil || tc.templateL != nil {
-				ta.Spec.TaskTemplate.PodTemplate = &flytev1.PodTemplate{Spec: &corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "task", Resources: corev1.ResourceRequirements{Requests: tc.templateReq, Limits: tc.templateL}}}}}
+			tk := decode(t, ta)
+			tk.Container.Resources = tc.in
+			tk.Extended.GPU = tc.gpu
+			pod, err := BuildPod(plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1, Settings: tc.s})
+			if err != nil {
+				t.Fatal(err)
 			}
-			r := primaryOf(t, build(t, ta, 1, tc.s)).Resources
-			if !equality.Semantic.DeepEqual(r.Requests, tc.wantReq) && !(len(r.Requests) == 0 && len(tc.wantReq) == 0) {
-				t.Errorf("requests = %v, want %v", r.Requests, tc.wantReq)
-			}
-			if !equality.Semantic.DeepEqual(r.Limits, tc.wantLim) && !(len(r.Limits) == 0 && len(tc.wantLim) == 0) {
-				t.Errorf("limits = %v, want %v", r.Limits, tc.wantLim)
+			got := pod.Spec.Containers[0].Resources
+			if !equality.Semantic.DeepEqual(got.Requests, tc.wantReq) || !equality.Semantic.DeepEqual(got.Limits, tc.wLim) {
+				t.Errorf("resources = %v / %v, want %v / %v", got.Requests, got.Limits, tc.wantReq, tc.wLim)
 			}
 		})
+	}
+	// Other containers keep their resources; only a generic gpu is renamed.
+	ta := testTA()
+	setPodSpec(t, ta, flytev1.PodTemplate{}, &corev1.PodSpec{Containers: []corev1.Container{{Name: "side", Image: "x",
+		Resources: corev1.ResourceRequirements{Requests: rl("memory", "1Gi", "gpu", "1")}}}})
+	side := container(t, build(t, ta, 1, flyteDefaults), "side")
+	if !equality.Semantic.DeepEqual(side.Resources.Requests, rl("memory", "1Gi", "nvidia.com/gpu", "1")) || side.Resources.Limits != nil {
+		t.Errorf("sidecar resources = %+v", side.Resources)
 	}
 }
 
 func TestServiceAccount(t *testing.T) {
-	runAs := &flytev1.SecurityContext{RunAs: &flytev1.RunAs{K8sServiceAccount: "runner"}}
-	cases := []struct {
-		name     string
-		sc       *flytev1.SecurityContext
-		template string
-		def      string
-		want     string
-	}{
-		{name: "runAs wins", sc: runAs, template: "tmpl", def: "dflt", want: "runner"},
-		{name: "executor default", def: "dflt", want: "dflt"},
-		{name: "empty runAs falls back", sc: &flytev1.SecurityContext{RunAs: &flytev1.RunAs{}}, def: "dflt", want: "dflt"},
-		{name: "none: namespace default", want: ""},
-		{name: "pod template over executor default", template: "tmpl", def: "dflt", want: "tmpl"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ta := testTA()
-			ta.Spec.TaskTemplate.SecurityContext = tc.sc
-			if tc.template != "" {
-				ta.Spec.TaskTemplate.PodTemplate = &flytev1.PodTemplate{Spec: &corev1.PodSpec{ServiceAccountName: tc.template}}
-			}
-			if got := build(t, ta, 1, plugin.Settings{DefaultServiceAccount: tc.def}).Spec.ServiceAccountName; got != tc.want {
-				t.Errorf("serviceAccountName = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestTemplating(t *testing.T) {
-	cases := []struct {
-		name    string
-		attempt int32
-		mutate  func(*flytev1.TaskAction)
-		in      string
-		want    string
-		errs    []string // the error must mention each
-	}{
-		{name: "input", attempt: 1, in: "{{.input}}", want: "s3://bucket/run1/a0/inputs.pb"},
-		{name: "case and spaces", attempt: 1, in: "{{ .Input }}|{{.INPUT}}|{{  .iNpUt  }}|{{$input}}", want: strings.Repeat("s3://bucket/run1/a0/inputs.pb|", 3) + "s3://bucket/run1/a0/inputs.pb"},
-		{name: "inputPrefix", attempt: 1, in: "{{.inputPrefix}}", want: "s3://bucket/run1/a0"},
-		{name: "inputPrefix of another file name", attempt: 1, mutate: func(ta *flytev1.TaskAction) { ta.Spec.InputURI = "gs://b/x/in.bin" }, in: "{{.InputPrefix}}", want: "gs://b/x"},
-		{name: "outputPrefix trims base slash", attempt: 1, in: "{{.outputPrefix}}", want: "s3://bucket/run1/a0/1"},
-		{name: "outputPrefix attempt 2", attempt: 2, in: "{{ .OutputPrefix }}", want: "s3://bucket/run1/a0/2"},
-		{name: "rawOutputDataPrefix", attempt: 1, in: "{{.rawOutputDataPrefix}}", want: "s3://bucket/run1/a0/1/raw"},
-		{name: "checkpointOutputPrefix", attempt: 3, in: "{{.checkpointOutputPrefix}}", want: "s3://bucket/run1/a0/3/_flytecheckpoints"},
-		{name: "prevCheckpointPrefix attempt 1 is empty", attempt: 1, in: "{{.prevCheckpointPrefix}}", want: ""},
-		{name: "prevCheckpointPrefix attempt 2", attempt: 2, in: "{{.prevCheckpointPrefix}}", want: "s3://bucket/run1/a0/1/_flytecheckpoints"},
-		{name: "perRetryUniqueKey", attempt: 2, in: "{{.perRetryUniqueKey}}", want: "act_1"},
-		{name: "namespace", attempt: 1, in: "ns={{.namespace}}", want: "ns=ns"},
-		{name: "several in one string", attempt: 1, in: "--in={{.input}} --out={{.outputPrefix}}", want: "--in=s3://bucket/run1/a0/inputs.pb --out=s3://bucket/run1/a0/1"},
-		{name: "no placeholder", attempt: 1, in: "plain {not} {{", want: "plain {not} {{"},
-		{name: "unknown placeholder", attempt: 1, in: "{{.nosuchthing}} {{ .Inputs.x }} {{foo}}", errs: []string{"{{.nosuchthing}}", "{{ .Inputs.x }}", "{{foo}}"}},
-		{name: "taskTemplatePath is unknown", attempt: 1, in: "{{.taskTemplatePath}}", errs: []string{"taskTemplatePath"}},
-		{name: "output without base", attempt: 1, mutate: func(ta *flytev1.TaskAction) { ta.Spec.RunOutputBase = "" }, in: "{{.outputPrefix}}", errs: []string{"runOutputBase is empty"}},
-		{name: "input without inputUri", attempt: 1, mutate: func(ta *flytev1.TaskAction) { ta.Spec.InputURI = "" }, in: "{{.input}}", errs: []string{"inputUri is empty"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ta := testTA()
-			if tc.mutate != nil {
-				tc.mutate(ta)
-			}
-			ta.Spec.TaskTemplate.Container.Command = []string{"run", tc.in}
-			ta.Spec.TaskTemplate.Container.Args = []string{tc.in}
-			pod, err := BuildPod(plugin.TaskContext{TaskAction: ta, Attempt: tc.attempt})
-			if len(tc.errs) > 0 {
-				for _, e := range tc.errs {
-					wantBadSpec(t, err, e)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("BuildPod: %v", err)
-			}
-			c := pod.Spec.Containers[0]
-			if c.Command[1] != tc.want || c.Args[0] != tc.want {
-				t.Errorf("command %q args %q, want %q", c.Command, c.Args, tc.want)
-			}
-		})
-	}
-}
-
-func TestOutputHelpers(t *testing.T) {
-	ta := testTA()
-	if got := task.OutputPrefix(ta, 2); got != "s3://bucket/run1/a0/2" {
-		t.Errorf("OutputPrefix = %q", got)
-	}
-	if got := task.OutputURI(ta, 1); got != "s3://bucket/run1/a0/1/outputs.pb" {
-		t.Errorf("OutputURI = %q", got)
-	}
-	ta.Spec.RunOutputBase = ""
-	if task.OutputPrefix(ta, 1) != "" || task.OutputURI(ta, 1) != "" {
-		t.Errorf("no base: want empty")
-	}
-	for in, want := range map[string]string{
-		"s3://b/p/inputs.pb": "s3://b/p", "s3://b/inputs.pb": "s3://b", "/tmp/x/in.pb": "/tmp/x", "s3://bucket": "s3://bucket", "s3://b/p/": "s3://b/p",
+	for _, tc := range []struct{ runAs, spec, def, want string }{
+		{"runner", "tpl", "default-sa", "runner"},
+		{"", "tpl", "default-sa", "tpl"},
+		{"", "", "default-sa", "default-sa"},
+		{"", "", "", ""},
 	} {
-		if got := task.InputPrefix(in); got != want {
-			t.Errorf("InputPrefix(%q) = %q, want %q", in, got, want)
+		ta := testTA()
+		if tc.runAs != "" {
+			ta.Spec.Template.SecurityContext = &flytev1.SecurityContext{RunAs: &flytev1.RunAs{K8sServiceAccount: tc.runAs}}
+		}
+		if tc.spec != "" {
+			setPodSpec(t, ta, flytev1.PodTemplate{}, &corev1.PodSpec{ServiceAccountName: tc.spec})
+		}
+		if got := build(t, ta, 1, plugin.Settings{DefaultServiceAccount: tc.def}).Spec.ServiceAccountName; got != tc.want {
+			t.Errorf("%+v: serviceAccountName = %q", tc, got)
 		}
 	}
 }
 
-func TestPodTemplateMerge(t *testing.T) {
-	grace := int64(5)
+func TestTemplating(t *testing.T) {
 	ta := testTA()
-	ta.Spec.TaskTemplate.Container.Env = []corev1.EnvVar{{Name: "TASK", Value: "1"}}
-	ta.Spec.TaskTemplate.Container.Resources.Limits = rl("memory", "2Gi")
-	ta.Spec.TaskTemplate.PodTemplate = &flytev1.PodTemplate{
-		PrimaryContainerName: "main",
-		Spec: &corev1.PodSpec{
-			NodeSelector:                  map[string]string{"pool": "gpu"},
-			Tolerations:                   []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}},
-			Affinity:                      &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}},
-			Volumes:                       []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
-			SecurityContext:               &corev1.PodSecurityContext{RunAsNonRoot: ptr(true)},
-			SchedulerName:                 "custom",
-			PriorityClassName:             "high",
-			ImagePullSecrets:              []corev1.LocalObjectReference{{Name: "regcred"}},
-			TerminationGracePeriodSeconds: &grace,
-			InitContainers:                []corev1.Container{{Name: "init", Image: "busybox"}},
-			Containers: []corev1.Container{
-				{Name: "sidecar", Image: "envoy"},
-				{
-					Name: "main", Image: "ignored", Command: []string{"ignored"}, WorkingDir: "/work",
-					Env:          []corev1.EnvVar{{Name: "TMPL", Value: "1"}},
-					VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
-					Resources:    corev1.ResourceRequirements{Requests: rl("cpu", "1")},
-				},
+	ta.Name, ta.Spec.ActionName = "r1-a0", "a0"
+	prefix1, prefix2 := task.OutputPrefix(ta, 1), task.OutputPrefix(ta, 2)
+	if !strings.Contains(prefix1, "/run1/a0/1") {
+		t.Fatalf("output prefix = %q", prefix1)
+	}
+	for _, tc := range []struct {
+		name    string
+		attempt int32
+		in      string
+		want    string
+	}{
+		{"input file", 1, "{{.input}}", "s3://bucket/run1/a0/inputs.pb"},
+		{"input prefix, spaces and case", 1, "{{ .INPUTPREFIX }}", "s3://bucket/run1/a0"},
+		{"dollar form", 1, "{{$OutputPrefix}}", prefix1},
+		{"raw data is the output prefix", 2, "{{.rawOutputDataPrefix}}", prefix2},
+		{"checkpoints", 2, "--ckpt={{.checkpointOutputPrefix}}", "--ckpt=" + prefix2 + "/_flytecheckpoints"},
+		{"previous checkpoint", 2, "{{.prevCheckpointPrefix}}", prefix1 + "/_flytecheckpoints"},
+		{"no previous checkpoint on the first attempt", 1, "{{.prevCheckpointPrefix}}", `""`},
+		{"per-retry key", 2, "{{.perRetryUniqueKey}}", "r1_a0_1"},
+		{"namespace", 1, "{{.namespace}}", "ns"},
+		{"template path", 1, "{{.taskTemplatePath}}", "inline://taskTemplate"},
+		{"a go-template passes through", 1, "kubectl get pods -o go-template='{{.metadata.name}}'", "kubectl get pods -o go-template='{{.metadata.name}}'"},
+		{"flyte-sdk's run placeholders pass through", 1, "{{.runName}}/{{.actionName}}", "{{.runName}}/{{.actionName}}"},
+		{"input values pass through", 1, "{{.Inputs.x}}", "{{.Inputs.x}}"},
+		{"unknown names pass through", 1, "{{.nosuchthing}} {{ range . }}", "{{.nosuchthing}} {{ range . }}"},
+		{"no space inside the dot form", 1, "{{. input}}", "{{. input}}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ta := ta.DeepCopy()
+			ta.Spec.Template.Container.Args = []string{tc.in}
+			setPodSpec(t, ta, flytev1.PodTemplate{}, &corev1.PodSpec{
+				InitContainers: []corev1.Container{{Name: "init", Image: "x", Command: []string{tc.in}}},
+				Containers:     []corev1.Container{{Name: "side", Image: "x", Args: []string{tc.in}}},
+			})
+			pod := build(t, ta, tc.attempt, plugin.Settings{})
+			for _, got := range []string{primaryOf(t, pod).Args[0], container(t, pod, "side").Args[0], pod.Spec.InitContainers[0].Command[0]} {
+				if got != tc.want {
+					t.Errorf("rendered %q = %q, want %q", tc.in, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestScheduling(t *testing.T) {
+	spot := corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	def := corev1.Toleration{Key: "dedicated", Value: "flyte", Operator: corev1.TolerationOpEqual, Effect: corev1.TaintEffectNoSchedule}
+	own := corev1.Toleration{Key: "own", Operator: corev1.TolerationOpExists}
+	spotReq := corev1.NodeSelectorRequirement{Key: "lifecycle", Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}
+	onDemand := corev1.NodeSelectorRequirement{Key: "lifecycle", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"spot"}}
+	s := plugin.Settings{
+		DefaultTolerations: []corev1.Toleration{def}, DefaultNodeSelector: map[string]string{"pool": "default", "arch": "amd64"},
+		InterruptibleTolerations: []corev1.Toleration{spot}, InterruptibleNodeSelector: map[string]string{"pool": "spot"},
+		InterruptibleNodeSelectorRequirement: &spotReq, NonInterruptibleNodeSelectorRequirement: &onDemand,
+	}
+	for _, tc := range []struct {
+		name          string
+		interruptible *bool
+		wantTols      []corev1.Toleration
+		wantNS        map[string]string
+		wantReq       corev1.NodeSelectorRequirement
+	}{
+		{"interruptible", ptr(true), []corev1.Toleration{spot, def, own}, map[string]string{"pool": "spot", "arch": "arm64"}, spotReq},
+		{"not interruptible", ptr(false), []corev1.Toleration{def, own}, map[string]string{"pool": "default", "arch": "arm64"}, onDemand},
+		{"unset", nil, []corev1.Toleration{def, own}, map[string]string{"pool": "default", "arch": "arm64"}, onDemand},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ta := testTA()
+			ta.Spec.Interruptible = tc.interruptible
+			setPodSpec(t, ta, flytev1.PodTemplate{}, &corev1.PodSpec{Tolerations: []corev1.Toleration{own}, NodeSelector: map[string]string{"arch": "arm64"}})
+			pod := build(t, ta, 1, s)
+			if !reflect.DeepEqual(pod.Spec.Tolerations, tc.wantTols) {
+				t.Errorf("tolerations = %+v", pod.Spec.Tolerations)
+			}
+			if !reflect.DeepEqual(pod.Spec.NodeSelector, tc.wantNS) {
+				t.Errorf("node selector = %v", pod.Spec.NodeSelector)
+			}
+			terms := pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+			if len(terms) != 1 || !reflect.DeepEqual(terms[0].MatchExpressions, []corev1.NodeSelectorRequirement{tc.wantReq}) {
+				t.Errorf("node affinity = %+v", terms)
+			}
+		})
+	}
+}
+
+func TestExtendedResources(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		limits    corev1.ResourceList
+		gpu       *task.GPUAccelerator
+		wantReqs  []corev1.NodeSelectorRequirement
+		wantTols  []corev1.Toleration
+		wantSlice string
+	}{
+		{
+			name: "a known device and a MIG partition", limits: rl("gpu", "1"),
+			gpu: &task.GPUAccelerator{Device: "a100", DeviceClass: "NVIDIA_GPU", PartitionSize: "3g.40gb"},
+			wantReqs: []corev1.NodeSelectorRequirement{
+				{Key: "k8s.amazonaws.com/accelerator", Operator: corev1.NodeSelectorOpIn, Values: []string{"nvidia-tesla-a100"}},
+				{Key: "k8s.amazonaws.com/gpu-partition-size", Operator: corev1.NodeSelectorOpIn, Values: []string{"3g.40gb"}},
 			},
+			wantTols: []corev1.Toleration{
+				{Key: "k8s.amazonaws.com/accelerator", Operator: corev1.TolerationOpEqual, Value: "nvidia-tesla-a100", Effect: corev1.TaintEffectNoSchedule},
+				{Key: "k8s.amazonaws.com/gpu-partition-size", Operator: corev1.TolerationOpEqual, Value: "3g.40gb", Effect: corev1.TaintEffectNoSchedule},
+			},
+			wantSlice: "3",
 		},
+		{
+			name: "a TPU, whole", limits: rl("gpu", "4"), gpu: &task.GPUAccelerator{Device: "v5p", DeviceClass: "GOOGLE_TPU", Unpartitioned: true},
+			wantReqs: []corev1.NodeSelectorRequirement{
+				{Key: "cloud.google.com/gke-tpu-accelerator", Operator: corev1.NodeSelectorOpIn, Values: []string{"tpu-v5p-slice"}},
+				{Key: "cloud.google.com/gke-tpu-topology", Operator: corev1.NodeSelectorOpDoesNotExist},
+			},
+			wantTols: []corev1.Toleration{{Key: "cloud.google.com/gke-tpu-accelerator", Operator: corev1.TolerationOpEqual, Value: "tpu-v5p-slice", Effect: corev1.TaintEffectNoSchedule}},
+		},
+		{
+			name: "an unknown device name is used as it is", limits: rl("nvidia.com/gpu", "1"), gpu: &task.GPUAccelerator{Device: "X9"},
+			wantReqs: []corev1.NodeSelectorRequirement{{Key: "k8s.amazonaws.com/accelerator", Operator: corev1.NodeSelectorOpIn, Values: []string{"X9"}}},
+			wantTols: []corev1.Toleration{{Key: "k8s.amazonaws.com/accelerator", Operator: corev1.TolerationOpEqual, Value: "X9", Effect: corev1.TaintEffectNoSchedule}},
+		},
+		{name: "no accelerator asked for: no placement", gpu: &task.GPUAccelerator{Device: "A100", PartitionSize: "1g.5gb"}, wantSlice: "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ta := testTA()
+			tk := decode(t, ta)
+			tk.Container.Resources.Limits = tc.limits
+			tk.Extended.GPU = tc.gpu
+			pod, err := BuildPod(plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var reqs []corev1.NodeSelectorRequirement
+			if na := pod.Spec.Affinity.NodeAffinity; na != nil {
+				reqs = na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions
+			}
+			if !reflect.DeepEqual(reqs, tc.wantReqs) || !reflect.DeepEqual(pod.Spec.Tolerations, tc.wantTols) {
+				t.Errorf("requirements = %+v\ntolerations = %+v", reqs, pod.Spec.Tolerations)
+			}
+			if got := pod.Labels[LabelGPUPartitionSlices]; got != tc.wantSlice {
+				t.Errorf("partition slices label = %q, want %q", got, tc.wantSlice)
+			}
+		})
 	}
-	orig := ta.DeepCopy()
+
+	ta := testTA()
+	tk := decode(t, ta)
+	tk.Extended.SharedMemory = &task.SharedMemory{MountName: "shm", MountPath: "/dev/shm", SizeLimit: "2Gi"}
+	pod, err := BuildPod(plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := resource.MustParse("2Gi")
+	wantVol := corev1.Volume{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}}
+	if len(pod.Spec.Volumes) != 1 || !equality.Semantic.DeepEqual(pod.Spec.Volumes[0], wantVol) ||
+		!reflect.DeepEqual(pod.Spec.Containers[0].VolumeMounts, []corev1.VolumeMount{{Name: "shm", MountPath: "/dev/shm"}}) {
+		t.Errorf("volumes = %+v, mounts = %+v", pod.Spec.Volumes, pod.Spec.Containers[0].VolumeMounts)
+	}
+	for _, clash := range []struct {
+		spec    corev1.PodSpec
+		contain string
+	}{
+		{corev1.PodSpec{Volumes: []corev1.Volume{{Name: "shm"}}}, `already has a volume named "shm"`},
+		{corev1.PodSpec{Containers: []corev1.Container{{Name: "task", VolumeMounts: []corev1.VolumeMount{{Name: "x", MountPath: "/dev/shm"}}}}}, "/dev/shm is already mounted"},
+	} {
+		tk.PodSpec = clash.spec.DeepCopy()
+		_, err := BuildPod(plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1})
+		wantBadSpec(t, err, clash.contain)
+	}
+}
+
+func TestPodTemplateMerge(t *testing.T) {
+	ta := testTA()
+	ta.Spec.Template.Container.Env = []corev1.EnvVar{{Name: "X", Value: "task"}}
+	ta.Spec.Template.Container.Resources = corev1.ResourceRequirements{Limits: rl("cpu", "2")}
+	setPodSpec(t, ta, flytev1.PodTemplate{PrimaryContainerName: "main"}, &corev1.PodSpec{
+		Containers: []corev1.Container{
+			{Name: "side", Image: "envoy"},
+			{Name: "main", Image: "ignored", Args: []string{"ignored"}, WorkingDir: "/w",
+				Env:          []corev1.EnvVar{{Name: "X", Value: "template"}, {Name: "Y", Value: "template"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+				Resources:    corev1.ResourceRequirements{Requests: rl("memory", "1Gi")}},
+		},
+		Volumes:          []corev1.Volume{{Name: "data"}},
+		RestartPolicy:    corev1.RestartPolicyOnFailure,
+		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "reg"}},
+	})
 	pod := build(t, ta, 1, plugin.Settings{})
-	if !equality.Semantic.DeepEqual(ta, orig) {
-		t.Errorf("BuildPod modified the pod template")
+	if len(pod.Spec.Containers) != 2 || pod.Spec.Containers[0].Name != "side" || pod.Annotations[AnnotationPrimaryContainer] != "main" {
+		t.Fatalf("containers = %+v", pod.Spec.Containers)
 	}
-	s := pod.Spec
-	if s.NodeSelector["pool"] != "gpu" || len(s.Tolerations) != 1 || s.Affinity == nil || len(s.Volumes) != 1 ||
-		s.SecurityContext == nil || s.SchedulerName != "custom" || s.PriorityClassName != "high" ||
-		len(s.ImagePullSecrets) != 1 || s.TerminationGracePeriodSeconds == nil || *s.TerminationGracePeriodSeconds != 5 {
-		t.Errorf("pod-level fields not taken from the template: %+v", s)
+	m := pod.Spec.Containers[1]
+	if m.Image != "python:3.12" || m.Args[0] != "--inputs" || m.WorkingDir != "/w" || len(m.VolumeMounts) != 1 {
+		t.Errorf("merged container = %+v", m)
 	}
-	if len(s.InitContainers) != 1 || s.InitContainers[0].Name != "init" {
-		t.Errorf("init containers = %v", s.InitContainers)
+	if e := envMap(m); e["X"].Value != "task" || e["Y"].Value != "template" {
+		t.Errorf("env = %v", m.Env)
 	}
-	if len(s.Containers) != 2 || s.Containers[0].Name != "sidecar" || s.Containers[0].Image != "envoy" || s.Containers[1].Name != "main" {
-		t.Fatalf("containers = %v", s.Containers)
-	}
-	if pod.Annotations[AnnotationPrimaryContainer] != "main" {
-		t.Errorf("primary annotation = %q", pod.Annotations[AnnotationPrimaryContainer])
-	}
-	m := s.Containers[1]
-	if m.Image != "python:3.12" || !reflect.DeepEqual(m.Command, []string{"python"}) || m.WorkingDir != "/work" {
-		t.Errorf("primary = %+v", m)
-	}
-	if len(m.VolumeMounts) != 1 || m.VolumeMounts[0].MountPath != "/data" {
-		t.Errorf("volume mounts = %v", m.VolumeMounts)
-	}
-	env := envOf(m)
-	if env[len(env)-2] != "TMPL=1" || env[len(env)-1] != "TASK=1" {
-		t.Errorf("env = %q", env)
-	}
-	if !equality.Semantic.DeepEqual(m.Resources.Requests, rl("cpu", "1", "memory", "2Gi")) || !equality.Semantic.DeepEqual(m.Resources.Limits, rl("cpu", "1", "memory", "2Gi")) {
+	if !equality.Semantic.DeepEqual(m.Resources.Limits, rl("cpu", "2", "memory", "1Gi")) {
 		t.Errorf("resources = %+v", m.Resources)
 	}
-	if m.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
-		t.Errorf("terminationMessagePolicy = %q", m.TerminationMessagePolicy)
+	if pod.Spec.RestartPolicy != corev1.RestartPolicyOnFailure || len(pod.Spec.ImagePullSecrets) != 1 || len(pod.Spec.Volumes) != 1 {
+		t.Errorf("pod spec = %+v", pod.Spec)
 	}
-	if s.RestartPolicy != corev1.RestartPolicyNever {
-		t.Errorf("restartPolicy = %q", s.RestartPolicy)
-	}
-
-	// Without a container of the primary name the task container comes first;
-	// template choices for restartPolicy and service links are kept.
-	ta = testTA()
-	ta.Spec.TaskTemplate.PodTemplate = &flytev1.PodTemplate{Spec: &corev1.PodSpec{
-		RestartPolicy: corev1.RestartPolicyOnFailure, EnableServiceLinks: ptr(true),
-		Containers: []corev1.Container{{Name: "sidecar", Image: "envoy"}},
-	}}
-	pod = build(t, ta, 1, plugin.Settings{})
-	if len(pod.Spec.Containers) != 2 || pod.Spec.Containers[0].Name != "task" || pod.Spec.Containers[1].Name != "sidecar" {
-		t.Errorf("containers = %v", pod.Spec.Containers)
-	}
-	if pod.Spec.RestartPolicy != corev1.RestartPolicyOnFailure || !*pod.Spec.EnableServiceLinks {
-		t.Errorf("template restartPolicy/enableServiceLinks not kept")
-	}
-
-	// The image may come from the template when the task leaves it empty.
-	ta = testTA()
-	ta.Spec.TaskTemplate.Container.Image = ""
-	ta.Spec.TaskTemplate.PodTemplate = &flytev1.PodTemplate{Spec: &corev1.PodSpec{Containers: []corev1.Container{{Name: "task", Image: "from-template"}}}}
-	if got := build(t, ta, 1, plugin.Settings{}).Spec.Containers[0].Image; got != "from-template" {
-		t.Errorf("image = %q", got)
+	// A primary container the template does not have comes first.
+	other := testTA()
+	setPodSpec(t, other, flytev1.PodTemplate{}, &corev1.PodSpec{Containers: []corev1.Container{{Name: "side", Image: "envoy"}}})
+	if cs := build(t, other, 1, plugin.Settings{}).Spec.Containers; len(cs) != 2 || cs[0].Name != "task" {
+		t.Errorf("containers = %+v", cs)
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 const ID = "container"
 
 // TaskTypes are the task types the plugin serves.
-var TaskTypes = []string{"container", "python-task", "raw-container"}
+var TaskTypes = []string{"container", "python", "python-task", "raw-container", "sidecar"}
 
 // Error codes of launch failures.
 const (

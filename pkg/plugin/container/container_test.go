@@ -162,7 +162,7 @@ func TestLaunch(t *testing.T) {
 	// A task that cannot become a pod never reaches the API server.
 	c := &stubClient{}
 	ta := testTA()
-	ta.Spec.TaskTemplate.Container = nil
+	ta.Spec.Template.Container = nil
 	err := p.Launch(context.Background(), c, plugin.TaskContext{TaskAction: ta, Attempt: 1})
 	var le *plugin.LaunchError
 	if !errors.As(err, &le) || le.Err.Code != CodeBadTaskSpecification || len(c.created) != 0 {
@@ -242,7 +242,7 @@ func TestPluginBasics(t *testing.T) {
 	if p.ID() != "container" {
 		t.Errorf("ID = %q", p.ID())
 	}
-	if got := strings.Join(p.TaskTypes(), ","); got != "container,python-task,raw-container" {
+	if got := strings.Join(p.TaskTypes(), ","); got != "container,python,python-task,raw-container,sidecar" {
 		t.Errorf("TaskTypes = %s", got)
 	}
 	if got := p.ResourceName(plugin.TaskContext{TaskAction: testTA(), Attempt: 3}); got != "act-2" {

@@ -52,39 +52,66 @@ func shortHash(s string) string {
 	return fmt.Sprintf("%08x", h.Sum32())
 }
 
-// labelValue sanitises v into a valid label value: characters outside
-// [A-Za-z0-9._-] become '-', at most 63 characters, and leading or trailing
-// non-alphanumerics are trimmed (a label value must start and end with one).
-// The result may be empty; callers omit empty values.
+// labelValue makes v a valid label value as Flyte does: characters outside
+// [A-Za-z0-9._-] become '-', at most 63 characters, and a first or last
+// character that is not alphanumeric becomes 'x'. Empty stays empty (callers
+// omit the label).
 func labelValue(v string) string {
-	b := []byte(v)
-	for i, c := range b {
-		if !isAlnum(c) && c != '.' && c != '_' && c != '-' {
-			b[i] = '-'
+	if v == "" {
+		return ""
+	}
+	b := make([]byte, 0, len(v))
+	for _, r := range v {
+		if r < 128 && (isAlnum(byte(r)) || r == '.' || r == '_' || r == '-') {
+			b = append(b, byte(r))
+		} else {
+			b = append(b, '-')
 		}
 	}
 	if len(b) > 63 {
 		b = b[:63]
 	}
-	isEdge := func(r rune) bool { return r > 127 || !isAlnum(byte(r)) }
-	return strings.TrimFunc(string(b), isEdge)
+	if !isAlnum(b[0]) {
+		b[0] = 'x'
+	}
+	if !isAlnum(b[len(b)-1]) {
+		b[len(b)-1] = 'x'
+	}
+	return string(b)
 }
 
 func isAlnum(c byte) bool {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
 }
 
-// identifier turns s into [A-Za-z_][A-Za-z0-9_]*: usable as a key in code,
-// a file name or a variable name.
-func identifier(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !isAlnum(c) && c != '_' {
-			b[i] = '_'
+// perRetryUniqueKey is Flyte's {{.PerRetryUniqueKey}} of a pod name: a
+// leading run of characters that cannot start an identifier becomes "a",
+// and every other run of characters outside [A-Za-z0-9_] becomes "_".
+func perRetryUniqueKey(podName string) string {
+	var b strings.Builder
+	i := 0
+	for i < len(podName) && !isIdentStart(podName[i]) {
+		i++
+	}
+	if i > 0 {
+		b.WriteByte('a')
+	}
+	inRun := false
+	for ; i < len(podName); i++ {
+		c := podName[i]
+		if isAlnum(c) || c == '_' {
+			b.WriteByte(c)
+			inRun = false
+			continue
+		}
+		if !inRun {
+			b.WriteByte('_')
+			inRun = true
 		}
 	}
-	if len(b) == 0 || (b[0] >= '0' && b[0] <= '9') {
-		return "k" + string(b)
-	}
-	return string(b)
+	return b.String()
+}
+
+func isIdentStart(c byte) bool {
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'
 }

@@ -56,17 +56,20 @@ func TestPodName(t *testing.T) {
 	}
 }
 
+// Flyte's label rule: characters outside [A-Za-z0-9._-] (a rune each)
+// become '-', at most 63 characters, a bad first or last character becomes 'x'.
 func TestLabelValue(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"proj", "proj"},
 		{"my.task_v1-x", "my.task_v1-x"},
 		{"a b/c", "a-b-c"},
-		{"-lead", "lead"},
-		{"trail.", "trail"},
-		{"___", ""},
+		{"-lead", "xlead"},
+		{"trail.", "trailx"},
+		{"___", "x_x"},
+		{"-", "x"},
 		{"", ""},
-		{"ünï", "n"},
-		{strings.Repeat("x", 62) + "-y", strings.Repeat("x", 62)},
+		{"ünï", "xnx"},
+		{strings.Repeat("x", 62) + "-y", strings.Repeat("x", 62) + "x"},
 		{strings.Repeat("z", 80), strings.Repeat("z", 63)},
 	}
 	for _, tc := range cases {
@@ -80,16 +83,21 @@ func TestLabelValue(t *testing.T) {
 	}
 }
 
-func TestIdentifier(t *testing.T) {
+// Flyte's {{.PerRetryUniqueKey}}: a leading run that cannot start an
+// identifier becomes "a", every other run outside [A-Za-z0-9_] one "_".
+func TestPerRetryUniqueKey(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"my-action-0", "my_action_0"},
-		{"0abc", "k0abc"},
-		{"", "k"},
-		{"a.b", "a_b"},
+		{"r1-a0-2", "r1_a0_2"},
+		{"0abc-1", "aabc_1"},
+		{"12-x", "ax"},
+		{"a..b--c", "a_b_c"},
+		{"_ok", "_ok"},
+		{"", ""},
 	}
 	for _, tc := range cases {
-		if got := identifier(tc.in); got != tc.want {
-			t.Errorf("identifier(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := perRetryUniqueKey(tc.in); got != tc.want {
+			t.Errorf("perRetryUniqueKey(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

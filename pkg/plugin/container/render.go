@@ -10,12 +10,20 @@ import (
 	"github.com/taskaction/executor/pkg/task"
 )
 
-// placeholder matches any "{{ ... }}"; what is inside decides whether it is known.
+// placeholder matches any "{{ ... }}"; what is inside decides whether it is one we render.
 var placeholder = regexp.MustCompile(`(?s)\{\{(.*?)\}\}`)
 
-// placeholderName matches the inside of a known-form placeholder: ".name" (or
-// "$name", the other spelling Flyte accepts), spaces allowed around it.
-var placeholderName = regexp.MustCompile(`^\s*[.$]\s*([A-Za-z][A-Za-z0-9_]*)\s*$`)
+// placeholderName matches the inside of a placeholder Flyte's runtime contract
+// renders: ".Name" or "$Name", spaces allowed around it, any letter case.
+var placeholderName = regexp.MustCompile(`^\s*[.$]([A-Za-z][A-Za-z0-9_]*)\s*$`)
+
+// TaskTemplatePath is what {{.TaskTemplatePath}} renders to: the template
+// travels inline in the TaskAction, as in Flyte's executor.
+const TaskTemplatePath = "inline://taskTemplate"
+
+// emptyPrevCheckpoint is what {{.PrevCheckpointPrefix}} renders to on a first
+// attempt: an empty argument the runtime can still parse.
+const emptyPrevCheckpoint = `""`
 
 // templateVars are the values of the placeholders, by lower-case name. A
 // value in missing means the placeholder is known but cannot be rendered
@@ -25,11 +33,11 @@ type templateVars struct {
 	missing map[string]string
 }
 
-// varsFor computes the placeholder values of attempt (1-based) of ta.
-func varsFor(ta *flytev1.TaskAction, attempt int32) templateVars {
+// varsFor computes the placeholder values of attempt (1-based) of ta, whose pod is podName.
+func varsFor(ta *flytev1.TaskAction, attempt int32, podName string) templateVars {
 	v := templateVars{values: map[string]string{}, missing: map[string]string{}}
 	set := func(name, value, need string) {
-		if value == "" && need != "" {
+		if need != "" {
 			v.missing[name] = need
 			return
 		}
@@ -40,27 +48,32 @@ func varsFor(ta *flytev1.TaskAction, attempt int32) templateVars {
 		noInput = "spec.inputUri is empty"
 	}
 	noOutput := ""
-	if strings.Trim(ta.Spec.RunOutputBase, "/") == "" {
+	if task.OutputPrefix(ta, attempt) == "" {
 		noOutput = "spec.runOutputBase is empty"
 	}
-	set("input", ta.Spec.InputURI, noInput)
+	set("input", task.InputURI(ta.Spec.InputURI), noInput)
 	set("inputprefix", task.InputPrefix(ta.Spec.InputURI), noInput)
 	set("outputprefix", task.OutputPrefix(ta, attempt), noOutput)
 	set("rawoutputdataprefix", task.RawOutputDataPrefix(ta, attempt), noOutput)
 	set("checkpointoutputprefix", task.CheckpointPrefix(ta, attempt), noOutput)
-	if attempt > 1 {
-		set("prevcheckpointprefix", task.PrevCheckpointPrefix(ta, attempt), noOutput)
+	if prev := task.PrevCheckpointPrefix(ta, attempt); prev != "" {
+		set("prevcheckpointprefix", prev, "")
+	} else if attempt > 1 {
+		set("prevcheckpointprefix", "", noOutput)
 	} else {
-		set("prevcheckpointprefix", "", "")
+		set("prevcheckpointprefix", emptyPrevCheckpoint, "")
 	}
-	set("perretryuniquekey", identifier(PodName(ta.Name, attempt)), "")
+	set("perretryuniquekey", perRetryUniqueKey(podName), "")
+	set("tasktemplatepath", TaskTemplatePath, "")
 	set("namespace", ta.Namespace, "")
 	return v
 }
 
-// render replaces the placeholders of every string in in. field names the
-// list in errors ("command", "args"). A placeholder that is unknown, or known
-// but not renderable, is a task-specification error listing all of them.
+// render replaces the placeholders it knows in every string of in; every
+// other "{{...}}" (a go-template in a kubectl command, flyte-sdk's
+// {{.runName}}, {{.Inputs.x}}) is left as it is. field names the list in
+// errors. A known placeholder that cannot be rendered is a
+// task-specification error listing all of them.
 func (v templateVars) render(field string, in []string) ([]string, error) {
 	if in == nil {
 		return nil, nil
@@ -69,10 +82,8 @@ func (v templateVars) render(field string, in []string) ([]string, error) {
 	var bad []string
 	for i, s := range in {
 		out[i] = placeholder.ReplaceAllStringFunc(s, func(m string) string {
-			inner := placeholder.FindStringSubmatch(m)[1]
-			sm := placeholderName.FindStringSubmatch(inner)
+			sm := placeholderName.FindStringSubmatch(placeholder.FindStringSubmatch(m)[1])
 			if sm == nil {
-				bad = append(bad, fmt.Sprintf("unknown placeholder %q in %s[%d]", m, field, i))
 				return m
 			}
 			name := strings.ToLower(sm[1])
@@ -81,9 +92,7 @@ func (v templateVars) render(field string, in []string) ([]string, error) {
 			}
 			if why, ok := v.missing[name]; ok {
 				bad = append(bad, fmt.Sprintf("placeholder %q in %s[%d] cannot be rendered: %s", m, field, i, why))
-				return m
 			}
-			bad = append(bad, fmt.Sprintf("unknown placeholder %q in %s[%d]", m, field, i))
 			return m
 		})
 	}
