@@ -42,7 +42,7 @@ const ControllerUser = "system:serviceaccount:executor-system:executor"
 // podTemplate annotations).
 const (
 	// FailAnnotation: FailEveryAttempt makes every attempt's pod fail (exit
-	// code 1); FailFirstAttempt only attempt 1's (label flyte.org/attempt).
+	// code 1); FailFirstAttempt only attempt 1's (the pod's label attempt).
 	FailAnnotation   = "bench.flyte.org/fail"
 	FailEveryAttempt = "true"
 	FailFirstAttempt = "first-attempt"

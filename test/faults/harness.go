@@ -273,7 +273,7 @@ func taskAction(prefix string, i int, hold bool) (*flytev1.TaskAction, kind) {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: flytev1.TaskActionSpec{RunName: run, Project: "faults", Domain: "development", ActionName: name,
 			TaskType: "container", InputURI: "s3://faults/" + name + "/inputs.pb", RunOutputBase: "s3://faults/" + run,
-			TaskTemplate: &flytev1.TaskTemplate{
+			Template: &flytev1.TypedTaskTemplate{
 				ID:          flytev1.TaskID{Name: "faults." + k.name, Version: "v1"},
 				Retries:     k.retries,
 				Container:   &flytev1.Container{Image: "busybox:1.36", Command: []string{"true"}},

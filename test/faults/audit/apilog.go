@@ -11,6 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/taskaction/executor/pkg/plugin/container"
 )
 
 // Policy is the API server's audit policy for the suites: the request body
@@ -114,7 +116,7 @@ func PodCreates(reqs []APIRequest) []PodCreate {
 		}
 		c := PodCreate{Namespace: q.Namespace, Name: q.Name, Code: q.Code, User: q.User}
 		if q.Pod != nil {
-			c.Attempt = q.Pod.Labels["flyte.org/attempt"]
+			c.Attempt = q.Pod.Labels[container.LabelAttempt]
 			for _, ref := range q.Pod.OwnerReferences {
 				if ref.Kind == "TaskAction" {
 					c.OwnerUID = string(ref.UID)

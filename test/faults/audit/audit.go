@@ -22,6 +22,7 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/common"
 	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 	"github.com/taskaction/executor/pkg/controller"
+	"github.com/taskaction/executor/pkg/plugin/container"
 )
 
 // Outcome is what a TaskAction of the mix is meant to end as.
@@ -35,7 +36,7 @@ type PodCreate struct {
 	Namespace, Name string
 	// OwnerUID is the TaskAction the pod belongs to (its controller reference).
 	OwnerUID string
-	// Attempt is the pod's flyte.org/attempt label.
+	// Attempt is the pod's attempt label.
 	Attempt string
 	// Code is the HTTP status of the create (201: a pod was created).
 	Code int
@@ -374,8 +375,8 @@ func checkPods(r *Report, w World, byUID map[string]*flytev1.TaskAction) {
 			r.add(&r.LeakedPods, "%s: its TaskAction %s was deleted", key, ta.Name)
 		case isTerminal(ta) && !finished:
 			r.add(&r.LeakedPods, "%s: %s while its TaskAction %s is terminal", key, p.Status.Phase, ta.Name)
-		case !isTerminal(ta) && !finished && p.Labels["flyte.org/attempt"] != fmt.Sprint(ta.Status.Attempts):
-			r.add(&r.LeakedPods, "%s: attempt %s %s while %s is at attempt %d", key, p.Labels["flyte.org/attempt"], p.Status.Phase, ta.Name, ta.Status.Attempts)
+		case !isTerminal(ta) && !finished && p.Labels[container.LabelAttempt] != fmt.Sprint(ta.Status.Attempts):
+			r.add(&r.LeakedPods, "%s: attempt %s %s while %s is at attempt %d", key, p.Labels[container.LabelAttempt], p.Status.Phase, ta.Name, ta.Status.Attempts)
 		}
 	}
 }

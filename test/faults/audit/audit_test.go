@@ -38,7 +38,7 @@ func cleanWorld() World {
 	evs := []*workflow.ActionEvent{
 		ev("a", 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0), ev("a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0), ev("a", 1, common.ActionPhase_ACTION_PHASE_SUCCEEDED, 0)}
 	pod := corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a-0", Labels: map[string]string{"flyte.org/attempt": "1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a-0", Labels: map[string]string{"attempt": "1"},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "TaskAction", Name: "a", UID: "uid-a"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodSucceeded},
 	}
@@ -153,9 +153,9 @@ func TestIdenticalResendIsAllowed(t *testing.T) {
 func TestParseAPILogAndDuplicatePodCreate(t *testing.T) {
 	// Two successful creates of the same attempt's pod (a name reused after a
 	// delete), one refused create, and a status patch.
-	log := `{"kind":"Event","level":"Request","stage":"ResponseComplete","verb":"create","user":{"username":"exec"},"userAgent":"executor","objectRef":{"resource":"pods","namespace":"ns","name":"a-0","apiVersion":"v1"},"responseStatus":{"code":201},"requestObject":{"metadata":{"name":"a-0","labels":{"flyte.org/attempt":"1"},"ownerReferences":[{"apiVersion":"flyte.org/v1","kind":"TaskAction","name":"a","uid":"uid-a"}]}},"requestReceivedTimestamp":"2026-01-01T00:00:01.000000Z"}
-{"kind":"Event","level":"Request","stage":"ResponseComplete","verb":"create","user":{"username":"exec"},"objectRef":{"resource":"pods","namespace":"ns","name":"a-0","apiVersion":"v1"},"responseStatus":{"code":409},"requestObject":{"metadata":{"name":"a-0","labels":{"flyte.org/attempt":"1"},"ownerReferences":[{"kind":"TaskAction","name":"a","uid":"uid-a"}]}},"requestReceivedTimestamp":"2026-01-01T00:00:02.000000Z"}
-{"kind":"Event","level":"Request","stage":"ResponseComplete","verb":"create","user":{"username":"exec"},"objectRef":{"resource":"pods","namespace":"ns","name":"a-0","apiVersion":"v1"},"responseStatus":{"code":201},"requestObject":{"metadata":{"name":"a-0","labels":{"flyte.org/attempt":"1"},"ownerReferences":[{"kind":"TaskAction","name":"a","uid":"uid-a"}]}},"requestReceivedTimestamp":"2026-01-01T00:00:03.000000Z"}
+	log := `{"kind":"Event","level":"Request","stage":"ResponseComplete","verb":"create","user":{"username":"exec"},"userAgent":"executor","objectRef":{"resource":"pods","namespace":"ns","name":"a-0","apiVersion":"v1"},"responseStatus":{"code":201},"requestObject":{"metadata":{"name":"a-0","labels":{"attempt":"1"},"ownerReferences":[{"apiVersion":"flyte.org/v1","kind":"TaskAction","name":"a","uid":"uid-a"}]}},"requestReceivedTimestamp":"2026-01-01T00:00:01.000000Z"}
+{"kind":"Event","level":"Request","stage":"ResponseComplete","verb":"create","user":{"username":"exec"},"objectRef":{"resource":"pods","namespace":"ns","name":"a-0","apiVersion":"v1"},"responseStatus":{"code":409},"requestObject":{"metadata":{"name":"a-0","labels":{"attempt":"1"},"ownerReferences":[{"kind":"TaskAction","name":"a","uid":"uid-a"}]}},"requestReceivedTimestamp":"2026-01-01T00:00:02.000000Z"}
+{"kind":"Event","level":"Request","stage":"ResponseComplete","verb":"create","user":{"username":"exec"},"objectRef":{"resource":"pods","namespace":"ns","name":"a-0","apiVersion":"v1"},"responseStatus":{"code":201},"requestObject":{"metadata":{"name":"a-0","labels":{"attempt":"1"},"ownerReferences":[{"kind":"TaskAction","name":"a","uid":"uid-a"}]}},"requestReceivedTimestamp":"2026-01-01T00:00:03.000000Z"}
 {"kind":"Event","level":"Metadata","stage":"ResponseComplete","verb":"patch","user":{"username":"exec"},"objectRef":{"resource":"taskactions","namespace":"ns","name":"a","apiGroup":"flyte.org","subresource":"status"},"responseStatus":{"code":200},"requestReceivedTimestamp":"2026-01-01T00:00:04.000000Z"}
 `
 	reqs, err := ParseAPILog(strings.NewReader(log))

@@ -8,6 +8,7 @@ package badinput
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,7 +92,7 @@ func valid(ns, name string) *flytev1.TaskAction {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: flytev1.TaskActionSpec{RunName: runName, Project: "proj", Domain: "dev", ActionName: trim(name, 30),
 			TaskType: "container", InputURI: "s3://b/in/" + name + "/inputs.pb", RunOutputBase: "s3://b/" + runName,
-			TaskTemplate: &flytev1.TaskTemplate{ID: flytev1.TaskID{Name: "t", Version: "v1"},
+			Template: &flytev1.TypedTaskTemplate{ID: flytev1.TaskID{Name: "t", Version: "v1"},
 				Container: &flytev1.Container{Image: "busybox", Command: []string{"true"}}}},
 	}
 }
@@ -107,33 +108,36 @@ func rows() []row {
 	return []row{
 		{name: "missing-runname", mutate: func(ta *flytev1.TaskAction) { ta.Spec.RunName = "" }, want: rejected, msg: "runName"},
 		{name: "missing-project", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Project = "" }, want: rejected, msg: "project"},
-		{name: "missing-tasktemplate", mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate = nil }, want: fails, msg: "taskTemplate"},
-		{name: "missing-container", mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate.Container = nil }, want: fails, msg: "container"},
-		{name: "missing-image", mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate.Container.Image = "" }, want: rejected, msg: "image"},
+		{name: "missing-template", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template = nil }, want: rejected, msg: "taskTemplate"},
+		{name: "both-template-forms", mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate = []byte{0x0a, 0x00} }, want: rejected, msg: "taskTemplate"},
+		{name: "missing-container", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.Container = nil }, want: fails, msg: "container"},
+		{name: "missing-image", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.Container.Image = "" }, want: rejected, msg: "image"},
 		{name: "missing-inputuri", mutate: func(ta *flytev1.TaskAction) { ta.Spec.InputURI = "" }, want: fails, msg: "inputUri"},
 		{name: "missing-tasktype", mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskType = "" }, want: fails, msg: "taskType"},
-		{name: "envvars-invalid-name", mutate: func(ta *flytev1.TaskAction) { ta.Spec.EnvVars = map[string]string{"1BAD NAME": "x"} }, want: rejected, msg: "envVars"},
+		// envVars keys are Flyte's to choose (copied from the run): the API
+		// server judges them when the pod is created.
+		{name: "envvars-invalid-name", mutate: func(ta *flytev1.TaskAction) { ta.Spec.EnvVars = map[string]string{"BAD=NAME": "x"} }, want: fails, msg: "BAD=NAME"},
 		{name: "container-env-invalid-name", mutate: func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate.Container.Env = []corev1.EnvVar{{Name: "BAD NAME=", Value: "x"}}
+			ta.Spec.Template.Container.Env = []corev1.EnvVar{{Name: "BAD NAME=", Value: "x"}}
 		}, want: fails, msg: "BAD NAME="},
+		// Placeholders outside Flyte's runtime contract are left as they are
+		// (flyte-sdk's {{.runName}}, go templates of the task's own).
 		{name: "unknown-placeholder", mutate: func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate.Container.Args = []string{"{{ .NoSuchPlaceholder }}"}
-		}, want: fails, msg: "NoSuchPlaceholder"},
+			ta.Spec.Template.Container.Args = []string{"{{ .NoSuchPlaceholder }}"}
+		}, want: succeeds},
 		{name: "huge-unicode-env-value", mutate: func(ta *flytev1.TaskAction) {
 			ta.Spec.EnvVars = map[string]string{"BIG": strings.Repeat("ü日😀\u200b", 20000)}
 		}, want: succeeds},
 		{name: "unicode-project-domain", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Project, ta.Spec.Domain = "プロジェクト", "dév 😀" }, want: ends},
-		{name: "unicode-task-name", mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate.ID.Name = "タスク/😀 name" }, want: ends},
+		{name: "unicode-task-name", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.ID.Name = "タスク/😀 name" }, want: ends},
 		{name: "shortname-too-long", mutate: func(ta *flytev1.TaskAction) { ta.Spec.ShortName = strings.Repeat("s", 64) }, want: rejected, msg: "shortName"},
-		{name: "retries-absurd", mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate.Retries = 1_000_000 }, want: rejected, msg: "retries"},
-		{name: "retries-negative", mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate.Retries = -1 }, want: rejected, msg: "retries"},
-		{name: "timeout-negative", mutate: func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate.Timeout = &metav1.Duration{Duration: -5 * time.Second}
-		}, want: ends},
-		{name: "timeout-1ns", mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate.Timeout = &metav1.Duration{Duration: 1} }, want: ends},
-		{name: "timeout-absurd", mutate: func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate.Timeout = &metav1.Duration{Duration: 1_000_000 * time.Hour}
-		}, want: succeeds},
+		{name: "retries-absurd", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.Retries = 1_000_000 }, want: rejected, msg: "retries"},
+		{name: "retries-negative", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.Retries = -1 }, want: rejected, msg: "retries"},
+		{name: "timeout-negative", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.Timeout = new("-5s") }, want: rejected, msg: "timeout"},
+		{name: "timeout-in-days", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.Timeout = new("2d") }, want: rejected, msg: "timeout"},
+		{name: "timeout-1ns", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.Timeout = new("1ns") }, want: ends},
+		{name: "timeout-overflow", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.Timeout = new("99999999999h") }, want: ends},
+		{name: "timeout-absurd", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.Timeout = new("1000000h") }, want: succeeds},
 		{name: "name-at-253", mutate: func(ta *flytev1.TaskAction) {
 			ta.Name = "name-at-253-" + strings.Repeat("a", 253-len("name-at-253-"))
 		}, want: succeeds},
@@ -143,15 +147,19 @@ func rows() []row {
 		{name: "parentaction-empty", mutate: func(ta *flytev1.TaskAction) { ta.Spec.ParentActionName = new(string) }, want: rejected, msg: "parentActionName"},
 		{name: "tasktype-unknown", mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskType = "no-such-plugin" }, want: succeeds},
 		{name: "args-huge", mutate: func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate.Container.Args = make([]string, 5000)
-			for i := range ta.Spec.TaskTemplate.Container.Args {
-				ta.Spec.TaskTemplate.Container.Args[i] = fmt.Sprintf("arg-%d-{{.input}}", i)
+			ta.Spec.Template.Container.Args = make([]string, 5000)
+			for i := range ta.Spec.Template.Container.Args {
+				ta.Spec.Template.Container.Args[i] = fmt.Sprintf("arg-%d-{{.input}}", i)
 			}
 		}, want: succeeds},
 		{name: "podtemplate-invalid-spec", mutate: func(ta *flytev1.TaskAction) {
-			ta.Spec.TaskTemplate.PodTemplate = &flytev1.PodTemplate{Spec: &corev1.PodSpec{
-				Containers: []corev1.Container{{Name: "Not A DNS Label"}}, RestartPolicy: "Sometimes"}}
+			ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Spec: &flytev1.PodSpecDocument{
+				Raw: []byte(`{"containers":[{"name":"Not A DNS Label"}],"restartPolicy":"Sometimes"}`)}}
 		}, want: fails},
+		{name: "podtemplate-mistyped-field", mutate: func(ta *flytev1.TaskAction) {
+			ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Spec: &flytev1.PodSpecDocument{
+				Raw: []byte(`{"containers":[{"name":"x","image":5}],"nodeSelectr":{"a":"b"}}`)}}
+		}, want: fails, msg: "image"},
 		// Two TaskActions, one run/action identity: their events would share
 		// identities. One may be refused, or fail saying why; if both run, the
 		// audit below counts the identities their events share.
@@ -163,17 +171,34 @@ func rows() []row {
 				return ta
 			}},
 		// Flyte's form carries the task template as serialized bytes; bytes
-		// that do not decode must fail the task. Enabled once the CRD has the field.
-		{name: "undecodable-template-bytes", raw: func(ns, name string) *unstructured.Unstructured {
-			u := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "flyte.org/v1", "kind": "TaskAction",
-				"metadata": map[string]any{"name": name, "namespace": ns},
-				"spec": map[string]any{"runName": runName, "project": "proj", "domain": "dev", "actionName": name,
-					"taskType": "container", "inputUri": "s3://b/in", "runOutputBase": "s3://b/out",
-					// base64 of bytes that are not a core.TaskTemplate
-					"taskTemplate": "//79/Pv6+fj39vX08/Lx8A=="}}}
+		// that do not decode must fail the task (runs when the CRD has the
+		// bytes field, and says why it is skipped otherwise).
+		{name: "undecodable-template-bytes", raw: rawTemplateBytes([]byte{0, 1, 2, 3, 4, 5}),
+			want: fails, msg: "taskTemplate", skip: templateBytesMissing},
+		// The same with bytes whose base64 holds '/' and '+' (any real
+		// template's bytes do): admission must take them as it takes others.
+		{name: "template-bytes-slash-plus", raw: rawTemplateBytes([]byte{0x0a, 0xff, 0xfe, 0xfb, 0x3e, 0xff}),
+			want: fails, msg: "taskTemplate", skip: templateBytesMissing,
+			knownDefect: "the CRD's CEL rule on spec decodes the format: byte field with URL-safe base64 (kubernetes/kube-openapi#633): " +
+				"the API server refuses every taskTemplate whose standard base64 holds '/' or '+'"},
+		{name: "template-bytes-not-base64", raw: func(ns, name string) *unstructured.Unstructured {
+			u := rawTemplateBytes(nil)(ns, name)
+			_ = unstructured.SetNestedField(u.Object, "not base64 at all!", "spec", "taskTemplate")
 			return u
-		}, want: fails, msg: "taskTemplate", skip: templateBytesMissing},
+		}, want: rejected, msg: "taskTemplate", skip: templateBytesMissing},
+	}
+}
+
+// rawTemplateBytes makes a TaskAction in Flyte's form carrying these template bytes.
+func rawTemplateBytes(bytes []byte) func(ns, name string) *unstructured.Unstructured {
+	return func(ns, name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "flyte.org/v1", "kind": "TaskAction",
+			"metadata": map[string]any{"name": name, "namespace": ns},
+			"spec": map[string]any{"runName": runName, "project": "proj", "domain": "dev", "actionName": name,
+				"taskType": "container", "inputUri": "s3://b/in", "runOutputBase": "s3://b/out",
+				"taskTemplate": base64.StdEncoding.EncodeToString(bytes)}}}
+		return u
 	}
 }
 
