@@ -72,7 +72,7 @@ $(K8S_BIN)/kube-scheduler: hack/k8s/go.mod hack/k8s/go.sum
 # FAULTS_STORM, FAULTS_OUTAGE and FAULTS_KEEP=1 tune them.
 test-faults: envtest build bench-tools
 	time FAULTS_KWOK=1 FAULTS_STRICT=1 go test -count=1 -p 1 -v -timeout 60m ./test/faults/... 2>&1 \
-		| grep -v '^{"level"'
+		| grep --line-buffered -v '^{"level"'
 
 # bench-controller: API requests per TaskAction of the reconciler against envtest.
 bench-controller: envtest

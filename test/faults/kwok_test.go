@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -165,6 +166,20 @@ func lastRenewal(reqs []audit.APIRequest, holder string, t time.Time) time.Time 
 	return last
 }
 
+// waitCount polls count until it reaches want or timeout passes; it returns the last count.
+func (x *suite) waitCount(what string, want int, timeout time.Duration, count func() (int, error)) int {
+	x.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		n, err := count()
+		if err == nil && n >= want || time.Now().After(deadline) {
+			x.logf("%s: %d of %d (error: %v)", what, n, want, err)
+			return n
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
 // waitLeader waits for a lease holder other than not, from the audit log.
 func (x *suite) waitLeader(not string, timeout time.Duration) string {
 	x.t.Helper()
@@ -189,27 +204,35 @@ func TestDeleteStorm(t *testing.T) {
 	x.startExecutor(x.users[0], false, true)
 	n := x.s.Storm
 	x.createMix("storm", 0, n, true)
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		var list flytev1.TaskActionList
-		if err := x.cl.List(x.ctx, &list, client.InNamespace(namespace)); err != nil {
-			t.Fatal(err)
+	// First every pod runs (kwok), then every status says so: a status that
+	// does not follow its running pod within a minute is a defect of its own
+	// (the storm goes on with it).
+	x.waitCount("pods running", n, 5*time.Minute, func() (int, error) {
+		var pods corev1.PodList
+		err := x.cl.List(x.ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{setup.ManagedLabel: "true"})
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
 		}
+		return running, err
+	})
+	executing := func() (int, error) {
+		var list flytev1.TaskActionList
+		err := x.cl.List(x.ctx, &list, client.InNamespace(namespace))
 		running := 0
 		for _, ta := range list.Items {
 			if c := meta.FindStatusCondition(ta.Status.Conditions, flytev1.ConditionProgressing); c != nil && c.Reason == flytev1.ReasonExecuting {
 				running++
 			}
 		}
-		if running == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d TaskActions running after 5m", running, n)
-		}
-		time.Sleep(time.Second)
+		return running, err
 	}
-	x.logf("%d TaskActions running: deleting them all at once", n)
+	if got := x.waitCount("statuses Executing", n, time.Minute, executing); got < n {
+		t.Errorf("%d of %d TaskActions still not Executing a minute after every pod ran", n-got, n)
+	}
+	x.logf("deleting the %d TaskActions at once", n)
 	deleted := map[string]string{}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
