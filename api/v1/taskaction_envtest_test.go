@@ -283,10 +283,6 @@ func TestMalformedTaskActionsAreRejected(t *testing.T) {
 			ta.Spec.Template.SecurityContext = &flytev1.SecurityContext{Secrets: []flytev1.Secret{{Key: "k", MountRequirement: "VOLUME"}}}
 		}, "spec.template.securityContext.secrets[0].mountRequirement", `Unsupported value: "VOLUME"`},
 		{"container without image", func(ta *flytev1.TaskAction) { ta.Spec.Template.Container.Image = "" }, "spec.template.container.image", "should be at least 1 chars long"},
-		{"a task without a template", func(ta *flytev1.TaskAction) { ta.Spec.Template = nil }, "spec",
-			"a task needs exactly one of spec.taskTemplate (Flyte's serialized core.TaskTemplate) and spec.template (the typed template)"},
-		{"a task with both templates", func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate = []byte{0x12, 0x01, 0x78} }, "spec",
-			"a task needs exactly one of spec.taskTemplate"},
 		{"timeout in days", func(ta *flytev1.TaskAction) { ta.Spec.Template.Timeout = ptr.To("1d") }, "spec.template.timeout",
 			"timeout must be a non-negative Go duration such as 90s, 1h30m or 500ms (units ns, us, ms, s, m, h; days are not a unit)"},
 		{"negative timeout", func(ta *flytev1.TaskAction) { ta.Spec.Template.Timeout = ptr.To("-5s") }, "spec.template.timeout", "timeout must be a non-negative Go duration"},
@@ -425,6 +421,25 @@ func TestFlyteWrittenTaskActionsAreAdmitted(t *testing.T) {
 	}
 	if s, _, _ := unstructured.NestedString(u.Object, "spec", "taskTemplate"); s != base64.StdEncoding.EncodeToString(tmpl) {
 		t.Errorf("spec.taskTemplate = %q, want the template's base64", s)
+	}
+
+	// Standard base64 with '+' and '/' (most real templates have them) is
+	// admitted: no CEL rule on spec makes the API server read the bytes as
+	// URL-safe base64 (kubernetes/kube-openapi#633).
+	both := root.DeepCopy()
+	both.ObjectMeta = metav1.ObjectMeta{Name: "rxyz-plus-slash", Namespace: ns}
+	both.Spec.TaskTemplate = []byte{0xfb, 0xff, 0xbf, 0xfe}
+	if enc := base64.StdEncoding.EncodeToString(both.Spec.TaskTemplate); !strings.ContainsAny(enc, "+/") {
+		t.Fatalf("the test's bytes encode as %q, without '+' or '/'", enc)
+	}
+	if err := env.Client.Create(ctx, both); err != nil {
+		t.Errorf("a taskTemplate whose base64 holds '+' and '/' was rejected: %v", err)
+	}
+	cond2 := cond.DeepCopy()
+	cond2.ObjectMeta = metav1.ObjectMeta{Name: "rxyz-c2", Namespace: ns}
+	cond2.Spec.ConditionSpec = []byte{0xfb, 0xff, 0xbf}
+	if err := env.Client.Create(ctx, cond2); err != nil {
+		t.Errorf("a conditionSpec whose base64 holds '+' and '/' was rejected: %v", err)
 	}
 }
 

@@ -18,7 +18,13 @@ const (
 )
 
 // TaskActionSpec is one attempt-spanning execution of one task of a workflow run.
-// +kubebuilder:validation:XValidation:rule="(has(self.actionType) && self.actionType == 'condition') || (has(self.taskTemplate) != has(self.template))",message="a task needs exactly one of spec.taskTemplate (Flyte's serialized core.TaskTemplate) and spec.template (the typed template)"
+//
+// "A task carries exactly one of taskTemplate and template" is deliberately
+// not a CEL rule here: a rule on spec makes the API server read the
+// format: byte fields below as URL-safe base64 (kubernetes/kube-openapi#633)
+// and refuse every template whose standard base64 holds '+' or '/' — most of
+// what Flyte writes. The validating webhook and the reconciler (pkg/task)
+// enforce it with the same message.
 type TaskActionSpec struct {
 	// RunName is the name of the workflow run this action belongs to.
 	// +kubebuilder:validation:MinLength=1
@@ -99,6 +105,9 @@ type TaskActionSpec struct {
 	// TaskTemplate is Flyte's task template: a protobuf-serialized
 	// flyteidl2.core.TaskTemplate (base64 in JSON), as Flyte's actions service
 	// writes it. A task carries either this or template.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Format=byte
 	// +optional
 	TaskTemplate TaskTemplateBytes `json:"taskTemplate,omitempty"`
 
