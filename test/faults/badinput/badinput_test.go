@@ -63,9 +63,12 @@ const (
 	fails                // Failed=True, with a reason and a message naming msg
 	succeeds             // Succeeded=True (the harness plays the kubelet)
 	ends                 // terminal either way, with a reason and a message
+	refused              // rejected or fails, naming msg either way
 )
 
-func (w want) String() string { return [...]string{"rejected", "fails", "succeeds", "ends"}[w] }
+func (w want) String() string {
+	return [...]string{"rejected", "fails", "succeeds", "ends", "rejected or fails"}[w]
+}
 
 type row struct {
 	name string
@@ -108,8 +111,8 @@ func rows() []row {
 	return []row{
 		{name: "missing-runname", mutate: func(ta *flytev1.TaskAction) { ta.Spec.RunName = "" }, want: rejected, msg: "runName"},
 		{name: "missing-project", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Project = "" }, want: rejected, msg: "project"},
-		{name: "missing-template", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template = nil }, want: rejected, msg: "taskTemplate"},
-		{name: "both-template-forms", mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate = []byte{0x0a, 0x00} }, want: rejected, msg: "taskTemplate"},
+		{name: "missing-template", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template = nil }, want: refused, msg: "taskTemplate"},
+		{name: "both-template-forms", mutate: func(ta *flytev1.TaskAction) { ta.Spec.TaskTemplate = []byte{0x0a, 0x00} }, want: refused, msg: "taskTemplate"},
 		{name: "missing-container", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.Container = nil }, want: fails, msg: "container"},
 		{name: "missing-image", mutate: func(ta *flytev1.TaskAction) { ta.Spec.Template.Container.Image = "" }, want: rejected, msg: "image"},
 		{name: "missing-inputuri", mutate: func(ta *flytev1.TaskAction) { ta.Spec.InputURI = "" }, want: fails, msg: "inputUri"},
@@ -301,7 +304,7 @@ func TestBadInputMatrix(t *testing.T) {
 			r := cr.row
 			if cr.err != nil {
 				t.Logf("rejected: %v", cr.err)
-				if r.want != rejected {
+				if r.want != rejected && r.want != refused {
 					fail("rejected at admission, want %s: %v", r.want, cr.err)
 					return
 				}
@@ -328,13 +331,13 @@ func TestBadInputMatrix(t *testing.T) {
 				switch {
 				case r.want == succeeds && !ok:
 					fail("%s failed (%s: %s), want success", name, reason, msg)
-				case r.want == fails && ok:
+				case (r.want == fails || r.want == refused) && ok:
 					fail("%s succeeded, want a failure naming %q", name, r.msg)
 				}
 				if !ok && (reason == "" || msg == "") {
 					fail("%s failed without a reason and a message: %q %q", name, reason, msg)
 				}
-				if r.want == fails && !containsFold(msg, r.msg) {
+				if (r.want == fails || r.want == refused) && !containsFold(msg, r.msg) {
 					fail("%s: the failure message does not name %q: %s", name, r.msg, msg)
 				}
 			}
