@@ -12,7 +12,7 @@ K8S_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) 
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 60s
 
-.PHONY: all build generate manifests verify-generated test test-unit lint fmt vet envtest tools clean local bench-controller bench bench-tools
+.PHONY: all build generate manifests verify-generated test test-unit test-faults lint fmt vet envtest tools clean local bench-controller bench bench-tools
 
 all: build
 
@@ -65,6 +65,14 @@ $(BIN)/kwok:
 $(K8S_BIN)/kube-scheduler: hack/k8s/go.mod hack/k8s/go.sum
 	mkdir -p $(K8S_BIN)
 	cd hack/k8s && go build -ldflags "$(K8S_LDFLAGS)" -o $(K8S_BIN)/ k8s.io/kubernetes/cmd/kube-scheduler
+
+# test-faults: the fault suites on the kwok rig (crash, service outage, API-server
+# restart, leader failover, delete storm) and the bad-input matrix, one at a time,
+# each audit's counts printed (docs/faults.md). FAULTS_N, FAULTS_K, FAULTS_SEED,
+# FAULTS_STORM, FAULTS_OUTAGE and FAULTS_KEEP=1 tune them.
+test-faults: envtest build bench-tools
+	time FAULTS_KWOK=1 FAULTS_STRICT=1 go test -count=1 -p 1 -v -timeout 60m ./test/faults/... 2>&1 \
+		| grep --line-buffered -v '^{"level"'
 
 # bench-controller: API requests per TaskAction of the reconciler against envtest.
 bench-controller: envtest

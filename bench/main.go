@@ -2,7 +2,7 @@
 // that does only the API work nobody can avoid (create the pod, one status
 // write at the end). Each mode runs on a fresh control plane (etcd and
 // kube-apiserver from bin/k8s), with kube-scheduler binding the pods to fake
-// kwok nodes, and kwok Stages (bench/stages) walking them Pending → Running →
+// kwok nodes, and kwok Stages (internal/kwokrig/stages) walking them Pending → Running →
 // Succeeded, or Failed for a chosen fraction.
 //
 //	go run ./bench --n 2000 --rate 0 --fail-fraction 0.1 --run-delay 1s --finish-delay 2s --mode both

@@ -25,13 +25,14 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/internal/kwokrig"
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/setup"
 )
 
 // FailAnnotation on a pod (through the TaskAction's podTemplate) makes the
 // bench-pod-failed stage fail it.
-const FailAnnotation = "bench.flyte.org/fail"
+const FailAnnotation = kwokrig.FailAnnotation
 
 // record is what the harness saw of one TaskAction.
 type record struct {
@@ -141,7 +142,7 @@ func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err 
 		cp, proxy, svcs, err = startExecutor(ctx, o, r, dir)
 		defer func() {
 			for _, s := range svcs {
-				s.stop(10 * time.Second)
+				s.Stop(10 * time.Second)
 			}
 		}()
 		if proxy != nil {
@@ -151,7 +152,7 @@ func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err 
 		cp, err = startFloor(ctx, o, r, dir)
 	}
 	if cp != nil {
-		defer cp.p.stop(30 * time.Second)
+		defer cp.p.Stop(30 * time.Second)
 	}
 	if err != nil {
 		return res, err
@@ -203,7 +204,7 @@ func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err 
 	if err != nil {
 		return res, fmt.Errorf("%s metrics: %w", mode, err)
 	}
-	procBefore, err := readProc(cp.p.pid())
+	procBefore, err := readProc(cp.p.Pid())
 	if err != nil {
 		return res, err
 	}
@@ -235,10 +236,10 @@ wait:
 			ob.mu.Lock()
 			left := ob.left
 			ob.mu.Unlock()
-			st, _ := readProc(cp.p.pid())
+			st, _ := readProc(cp.p.Pid())
 			logf("%d of %d terminal after %.0fs (%s RSS %d MiB, CPU %.1fs)", o.N-left, o.N, time.Since(start).Seconds(), mode, st.RSSKiB/1024, st.CPUSeconds)
-			if cp.p.exited() {
-				return res, fmt.Errorf("%s exited: %v (log %s)", mode, cp.p.err, cp.p.log.Name())
+			if cp.p.Exited() {
+				return res, cp.p.ExitError()
 			}
 		case <-timeout.C:
 			timedOut = true
@@ -264,7 +265,7 @@ wait:
 	if err != nil {
 		return res, fmt.Errorf("%s metrics: %w", mode, err)
 	}
-	procAfter, err := readProc(cp.p.pid())
+	procAfter, err := readProc(cp.p.Pid())
 	if err != nil {
 		return res, err
 	}
@@ -316,7 +317,7 @@ wait:
 		ev.EventsPerTA = float64(ev.Events) / float64(o.N)
 		res.Events = ev
 	}
-	res.LogErrors, res.LogErrorSamples = logErrors(cp.p.log.Name())
+	res.LogErrors, res.LogErrorSamples = logErrors(cp.p.LogPath())
 	if timedOut {
 		return res, fmt.Errorf("timed out after %s: %d of %d TaskActions did not end", o.Timeout, ob.left, o.N)
 	}
@@ -431,26 +432,6 @@ func startExecutor(ctx context.Context, o options, r *rig, dir string) (*control
 	}
 	time.Sleep(time.Second)
 	return cp, proxy, svcs, nil
-}
-
-func waitLogLine(ctx context.Context, p *proc, line string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		if b, err := os.ReadFile(p.log.Name()); err == nil && strings.Contains(string(b), line) {
-			return nil
-		}
-		if p.exited() {
-			return fmt.Errorf("%s exited: %v (log %s)", p.name, p.err, p.log.Name())
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after %s (log %s)", p.name, d, p.log.Name())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // wantFail spreads the failures evenly: TaskAction i fails when the running
