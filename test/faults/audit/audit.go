@@ -28,7 +28,7 @@ import (
 // Outcome is what a TaskAction of the mix is meant to end as.
 type Outcome struct {
 	Succeed  bool
-	Attempts int32
+	Attempts uint32
 }
 
 // PodCreate is one pod create the API server's audit log witnessed.

@@ -167,7 +167,6 @@ func rows() []row {
 		// identities. One may be refused, or fail saying why; if both run, the
 		// audit below counts the identities their events share.
 		{name: "duplicate-identity", mutate: func(ta *flytev1.TaskAction) { ta.Spec.ActionName = "dup-action" }, want: ends,
-			knownDefect: "issue 15: both run and report the same event identities; the store keeps the first TaskAction's only",
 			also: func(ns string) *flytev1.TaskAction {
 				ta := valid(ns, "duplicate-identity-twin")
 				ta.Spec.ActionName = "dup-action"
