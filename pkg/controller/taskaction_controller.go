@@ -43,8 +43,9 @@ const (
 )
 
 // DefaultSafetyWake is how long a TaskAction that waits for a watch event is
-// left alone at most.
-const DefaultSafetyWake = 5 * time.Minute
+// left alone at most: a pod update lost across a watch break is made up for
+// within a minute. It costs a reconcile from the cache, no request.
+const DefaultSafetyWake = time.Minute
 
 // Options tune the reconciler; they come from the executor's Config.
 type Options struct {
