@@ -36,9 +36,6 @@ const (
 	CodeDuplicateAction           = "DuplicateAction"
 )
 
-// PhasePaused is the event phase of a condition action waiting for its signal.
-const PhasePaused events.Phase = "PAUSED"
-
 // Limits that keep the status small (etcd's object limit, and every watcher
 // of the object pays for its size).
 const (
@@ -132,7 +129,7 @@ type transition struct {
 // eventPhase maps a transition to the phase an event reports.
 func eventPhase(t transition) events.Phase {
 	if t.paused {
-		return PhasePaused
+		return events.PhasePaused
 	}
 	switch t.phase {
 	case plugin.PhaseQueued, plugin.PhaseNotStarted:
@@ -174,7 +171,7 @@ func phaseOrdinal(p events.Phase) uint32 {
 		return 7
 	case events.PhaseTimedOut:
 		return 8
-	case PhasePaused:
+	case events.PhasePaused:
 		return 9
 	}
 	return 15
