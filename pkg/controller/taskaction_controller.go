@@ -31,8 +31,18 @@ import (
 	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/storage"
 	"github.com/taskaction/executor/pkg/task"
+	"github.com/taskaction/executor/pkg/tasklog"
 )
+
+// BlobStore is what the reconciler reads from blob storage (storage.Store).
+type BlobStore interface {
+	cache.InputsReader
+	// ReadTaskError reads the runtime's error.pb under an attempt's output
+	// prefix (code storage.CodeErrorFileNotFound when there is none).
+	ReadTaskError(ctx context.Context, outputPrefix string) (storage.TaskError, error)
+}
 
 // Kubernetes Event reasons (all Warning).
 const (
@@ -68,6 +78,11 @@ type Reconciler struct {
 	Recorder  events.Recorder
 	// Cache is the task-output cache; nil disables it.
 	Cache cache.Client
+	// Storage reads the task's data in blob storage (Flyte-form tasks: the
+	// inputs of the cache key, the runtime's error.pb); nil: none is read.
+	Storage BlobStore
+	// TaskLogs renders the log links of an attempt's events; nil: none.
+	TaskLogs *tasklog.Renderer
 	// KubeEvents emits Kubernetes Events; may be nil.
 	KubeEvents kevents.EventRecorder
 	Options    Options

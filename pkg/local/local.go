@@ -88,6 +88,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	cfg.Webhook.Enabled = true
 	cfg.MetricsBindAddress = loopback(cfg.MetricsBindAddress)
 	cfg.HealthProbeBindAddress = loopback(cfg.HealthProbeBindAddress)
+	if !StorageConfigured(cfg.Storage) {
+		// Tasks and the executor share the file:// bucket under the data directory.
+		cfg.Storage = StorageConfig(o.DataDir)
+	}
 
 	services, err := builtinServices(o)
 	if err != nil {
@@ -107,6 +111,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	if o.Demo {
 		if samples, err = LoadSamples(o.SamplesDir); err != nil {
 			return err
+		}
+		for _, s := range samples {
+			RebaseSample(s.ta, BucketURI(o.DataDir))
 		}
 	}
 	ports := append([]Service{{Name: "executor metrics", Addr: cfg.MetricsBindAddress}, {Name: "executor probes", Addr: cfg.HealthProbeBindAddress}}, services...)

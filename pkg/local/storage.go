@@ -2,8 +2,11 @@ package local
 
 import (
 	"path/filepath"
+	"strings"
 
+	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/config"
+	"github.com/taskaction/executor/pkg/storage"
 )
 
 // BucketDir is the directory, inside the data directory, that serves as the
@@ -27,4 +30,30 @@ func StorageConfig(dataDir string) config.StorageConfig {
 // (inputs and outputs of the demo's tasks).
 func BucketURI(dataDir string) string {
 	return "file://" + filepath.ToSlash(filepath.Join(dataDir, BucketDir))
+}
+
+// StorageConfigured says whether a storage section was given (anything
+// beyond the defaults): `executor local` keeps it then.
+func StorageConfigured(c config.StorageConfig) bool {
+	return c.Type != "" || c.Stow.Kind != "" || len(c.Schemes) > 0
+}
+
+// RebaseSample moves a sample's inputUri and runOutputBase into the bucket
+// at base (BucketURI): the samples name a cloud bucket, which the local node
+// has not; their paths inside the bucket are kept.
+func RebaseSample(ta *flytev1.TaskAction, base string) {
+	ta.Spec.InputURI = rebase(ta.Spec.InputURI, base)
+	ta.Spec.RunOutputBase = rebase(ta.Spec.RunOutputBase, base)
+}
+
+func rebase(uri, base string) string {
+	loc, err := storage.ParseURI(uri)
+	if err != nil || uri == "" {
+		return uri
+	}
+	out := strings.TrimRight(base, "/") + "/" + strings.TrimLeft(loc.Key, "/")
+	if strings.HasSuffix(uri, "/") && !strings.HasSuffix(out, "/") {
+		out += "/"
+	}
+	return out
 }

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/local"
 	"github.com/taskaction/executor/pkg/storage"
 )
@@ -38,5 +40,25 @@ func TestLocalBucket(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, local.BucketDir, "named", "k.pb")); err != nil {
 		t.Fatalf("a named bucket is not under the local root: %v", err)
+	}
+}
+
+// The demo's samples name a cloud bucket: their URIs are moved into the
+// local bucket, keeping the paths (and a folder's trailing slash).
+func TestRebaseSample(t *testing.T) {
+	base := local.BucketURI("/data")
+	ta := &flytev1.TaskAction{Spec: flytev1.TaskActionSpec{
+		InputURI: "s3://my-bucket/sample-run/hello/inputs.pb", RunOutputBase: "s3://my-bucket/sample-run/"}}
+	local.RebaseSample(ta, base)
+	if ta.Spec.InputURI != base+"/sample-run/hello/inputs.pb" || ta.Spec.RunOutputBase != base+"/sample-run/" {
+		t.Fatalf("rebased to %q, %q", ta.Spec.InputURI, ta.Spec.RunOutputBase)
+	}
+	bad := &flytev1.TaskAction{Spec: flytev1.TaskActionSpec{InputURI: "not a uri", RunOutputBase: ""}}
+	local.RebaseSample(bad, base)
+	if bad.Spec.InputURI != "not a uri" || bad.Spec.RunOutputBase != "" {
+		t.Fatalf("an unparsable URI must be left alone: %q %q", bad.Spec.InputURI, bad.Spec.RunOutputBase)
+	}
+	if local.StorageConfigured(config.StorageConfig{}) || !local.StorageConfigured(local.StorageConfig("/data")) {
+		t.Fatal("StorageConfigured")
 	}
 }

@@ -37,7 +37,9 @@ import (
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
+	"github.com/taskaction/executor/pkg/storage"
 	"github.com/taskaction/executor/pkg/task"
+	"github.com/taskaction/executor/pkg/tasklog"
 	"github.com/taskaction/executor/pkg/webhook"
 )
 
@@ -199,8 +201,18 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
 	if cc == nil {
 		cc = cache.NewClient(cfg.CacheServiceURL, cache.DefaultHTTPClient())
 	}
+	store, err := storage.New(cfg.Storage)
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	logs, err := tasklog.New(cfg.TaskLogs)
+	if err != nil {
+		return fmt.Errorf("task logs: %w", err)
+	}
 	r := &controller.Reconciler{
 		Cache:      cc,
+		Storage:    store,
+		TaskLogs:   logs,
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
 		Registry:   reg,
