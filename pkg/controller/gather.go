@@ -18,7 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"google.golang.org/protobuf/proto"
+
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/task"
 )
@@ -102,10 +106,69 @@ func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now tim
 	}
 	s := readState(&ta.Status, attempt)
 	waiting := s.RetryAt != nil && now.Before(s.RetryAt.Time)
-	if shouldAskCache(w) && w.Pod.Holder == holderNone && s.Pod == "" && !waiting && !w.PodCacheBehind {
+	ask := shouldAskCache(w) && w.Pod.Holder == holderNone && s.Pod == "" && !waiting && !w.PodCacheBehind
+	if keyedByInputs(t) && (ask || needsKeyAfterLaunch(w)) {
+		w.InputsKey = r.inputsKey(ctx, ta, t)
+	}
+	if ask && (w.InputsKey == nil || w.InputsKey.StorageErr == nil) {
 		w.Cache = r.askCache(ctx, w)
 	}
 	return w, p, nil
+}
+
+// needsKeyAfterLaunch says whether the cache key is used once the pod runs:
+// to store the outputs of a succeeded attempt, or to hold a reservation.
+func needsKeyAfterLaunch(w World) bool {
+	if w.TA.Status.CacheStatus != flytev1.CacheMiss || w.Pod.Holder != holderUs {
+		return false
+	}
+	return w.Pod.Obs.Phase == plugin.PhaseSucceeded || w.Task.Cache.Serializable
+}
+
+// storageTimeout bounds one read of blob storage: an outage is a system
+// failure with backoff, never a hang.
+const storageTimeout = 30 * time.Second
+
+// inputsKey computes Flyte's cache key of a discoverable Flyte-form task,
+// reading its inputs at spec.inputUri.
+func (r *Reconciler) inputsKey(ctx context.Context, ta *flytev1.TaskAction, t *task.Task) *inputsKey {
+	tmpl := &core.TaskTemplate{}
+	if err := proto.Unmarshal(t.Raw, tmpl); err != nil {
+		return &inputsKey{Err: fmt.Errorf("decode the task template: %w", err)}
+	}
+	if r.Storage == nil {
+		return &inputsKey{Err: errors.New("no blob storage is configured to read the inputs the cache key covers")}
+	}
+	ctx, cancel := context.WithTimeout(ctx, storageTimeout)
+	defer cancel()
+	in := &recordingReader{r: r.Storage}
+	version := ta.Spec.CacheKey
+	if version == "" {
+		version = t.Cache.Version
+	}
+	key, _, err := cache.TaskKey(ctx, in, tmpl, ta.Spec.InputURI, version)
+	switch {
+	case in.err != nil:
+		return &inputsKey{StorageErr: in.err}
+	case err != nil:
+		return &inputsKey{Err: err}
+	}
+	return &inputsKey{Key: key}
+}
+
+// recordingReader keeps the error of the inputs read, which tells a storage
+// failure from a key that cannot be computed.
+type recordingReader struct {
+	r   cache.InputsReader
+	err error
+}
+
+func (r *recordingReader) ReadInputs(ctx context.Context, uri string) (*core.LiteralMap, error) {
+	m, err := r.r.ReadInputs(ctx, uri)
+	if err != nil {
+		r.err = fmt.Errorf("read the inputs at %s: %w", uri, err)
+	}
+	return m, err
 }
 
 // conditionSpec is spec.conditionSpec, Flyte's serialized ConditionAction.
@@ -267,6 +330,10 @@ func before(a, b *flytev1.TaskAction) bool {
 func (r *Reconciler) askCache(ctx context.Context, w World) cacheAnswer {
 	key, _ := cacheKey(w)
 	a := cacheAnswer{Key: key, Asked: true}
+	if w.InputsKey != nil && w.InputsKey.Err != nil {
+		a.KeyErr = w.InputsKey.Err
+		return a
+	}
 	if r.Cache == nil {
 		a.KeyErr = errors.New("no cache service is configured")
 		return a

@@ -19,36 +19,67 @@ const (
 )
 
 // cacheKey is the TaskAction's cache identity, or ok=false when it does not
-// use the cache (no spec.cacheKey, and the template is not discoverable).
-// Until the task's interface and inputs are read in gather, the key covers the
-// task identity and the cache version only (Flyte's recipe over an empty
-// interface and no inputs); a template without a name and version gets a key
-// that fails validation, so the cache is skipped.
+// use the cache. A Flyte-form template is cached when it is discoverable, and
+// keyed by Flyte's recipe over its identity, interface and inputs (gather
+// computes it: until it has, or when it could not, the key is the scope alone,
+// which fails validation, so the cache is skipped). The typed form is cached
+// when spec.cacheKey is set, keyed by the task identity and that version; a
+// template without a name and version gets a key that fails validation.
 func cacheKey(w World) (cache.Key, bool) {
 	t := w.Task
 	if t == nil {
 		return cache.Key{}, false
 	}
-	version := w.TA.Spec.CacheKey
-	if version == "" && t.Cache.Enabled {
-		version = t.Cache.Version
+	scope := cache.Key{Org: cache.DefaultOrg, Project: w.TA.Spec.Project, Domain: w.TA.Spec.Domain}
+	if keyedByInputs(t) {
+		if k := w.InputsKey; k != nil && k.StorageErr == nil && k.Err == nil {
+			return k.Key, true
+		}
+		return scope, true
 	}
+	version := cacheVersion(w)
 	if version == "" {
 		return cache.Key{}, false
 	}
-	scope := cache.Key{Org: cache.DefaultOrg, Project: w.TA.Spec.Project, Domain: w.TA.Spec.Domain}
 	if t.ID.Name == "" || t.ID.Version == "" {
 		return scope, true
 	}
 	k, err := cache.ComputeKey(cache.KeyInput{
-		Task: &core.Identifier{ResourceType: core.ResourceType_TASK, Org: cache.DefaultOrg,
-			Project: w.TA.Spec.Project, Domain: w.TA.Spec.Domain, Name: t.ID.Name, Version: t.ID.Version},
-		Interface: &core.TypedInterface{}, Version: version,
+		Task: taskIdentity(w), Interface: &core.TypedInterface{}, Version: version,
 	})
 	if err != nil {
 		return scope, true
 	}
 	return k, true
+}
+
+// keyedByInputs says whether the task's cache key covers its inputs: a
+// discoverable Flyte-form template (Flyte's recipe).
+func keyedByInputs(t *task.Task) bool { return t.Form == task.FormFlyte && t.Cache.Enabled }
+
+// cacheVersion is the cache version: spec.cacheKey, else the template's
+// discovery version.
+func cacheVersion(w World) string {
+	if v := w.TA.Spec.CacheKey; v != "" {
+		return v
+	}
+	if w.Task.Cache.Enabled {
+		return w.Task.Cache.Version
+	}
+	return ""
+}
+
+// taskIdentity is the task's identifier as the cache stores it.
+func taskIdentity(w World) *core.Identifier {
+	id := w.Task.ID
+	org, project, domain := id.Org, id.Project, id.Domain
+	if org == "" {
+		org = cache.DefaultOrg
+	}
+	if project == "" || domain == "" {
+		project, domain = w.TA.Spec.Project, w.TA.Spec.Domain
+	}
+	return &core.Identifier{ResourceType: core.ResourceType_TASK, Org: org, Project: project, Domain: domain, Name: id.Name, Version: id.Version}
 }
 
 // maxHeartbeat is the longest heartbeat interval cache services accept (ours
@@ -88,8 +119,8 @@ type cacheEntry struct {
 func cacheEntryOf(w World, key cache.Key, attempt uint32) cacheEntry {
 	ta := w.TA
 	return cacheEntry{Key: key, Entry: cache.Entry{
-		OutputURI: task.OutputURI(ta, int32(attempt)),
-		Source:    cache.Source{Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName, Attempt: attempt},
+		OutputURI: task.OutputURI(ta, int32(attempt)), Task: taskIdentity(w),
+		Source: cache.Source{Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName, Attempt: attempt},
 	}}
 }
 
@@ -136,7 +167,7 @@ func (d decider) consultCache(p *Plan, w World, now time.Time, s attemptState) b
 		p.Metrics.CacheLookup = st.CacheStatus.String()
 		src := a.Hit.Source
 		d.final(p, w, now, transition{attempt: attempt, phase: plugin.PhaseSucceeded, at: now, reason: flytev1.ReasonCompleted,
-			outputURI: a.Hit.OutputURI, message: fmt.Sprintf("served from the cache: outputs of %s/%s attempt %d", src.Run, src.Action, src.Attempt)})
+			outputURI: a.Hit.OutputURI, cacheSource: &src, message: fmt.Sprintf("served from the cache: outputs of %s/%s attempt %d", src.Run, src.Action, src.Attempt)})
 		return true
 	case a.KeyErr == nil && a.LookupErr == nil && a.HeldBy != "":
 		// Another TaskAction computes these outputs: wait for it, and look again.

@@ -8,6 +8,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -154,9 +155,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				return ctrl.Result{}, err
 			}
 		} else {
-			key, _ := cacheKey(w)
-			_, perr := r.Cache.Put(ctx, key, *plan.Populate)
-			w.Put = &putOutcome{Err: perr}
+			if k := w.InputsKey; k != nil && (k.StorageErr != nil || k.Err != nil) {
+				w.Put = &putOutcome{Err: errors.Join(k.StorageErr, k.Err)}
+			} else {
+				key, _ := cacheKey(w)
+				_, perr := r.Cache.Put(ctx, key, *plan.Populate)
+				w.Put = &putOutcome{Err: perr}
+			}
 		}
 		plan = d.decide(w, now)
 	}

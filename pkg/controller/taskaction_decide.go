@@ -165,6 +165,12 @@ func (d decider) beforeLaunch(p *Plan, w World, now time.Time, s attemptState) {
 		d.launchFailed(p, w, now, s, w.Launch.Err)
 		return
 	}
+	if k := w.InputsKey; k != nil && k.StorageErr != nil {
+		// The cache key needs the inputs: without them nothing is decided.
+		d.systemFailure(p, w, now, s, &plugin.ExecError{Code: CodeStorageError, Kind: flytev1.ErrorKindSystem,
+			Message: fmt.Sprintf("the cache key needs the task's inputs: %v", k.StorageErr)})
+		return
+	}
 	if d.consultCache(p, w, now, s) {
 		return
 	}
@@ -332,6 +338,10 @@ func (d decider) event(w World, st *flytev1.TaskActionStatus, t transition, vers
 	}
 	if t.outputURI != "" {
 		ev.OutputURI = t.outputURI
+	}
+	if src := t.cacheSource; src != nil {
+		ev.CacheSource = &events.CacheSource{Org: src.Org, Project: src.Project, Domain: src.Domain,
+			Run: src.Run, Action: src.Action, Attempt: int32(src.Attempt)}
 	}
 	if t.err != nil {
 		ev.Error = &events.ErrorInfo{Code: t.err.Code, Kind: string(t.err.Kind), Message: t.err.Message}

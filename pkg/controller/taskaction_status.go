@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
 )
@@ -34,6 +35,8 @@ const (
 	CodeForeignResource           = "ResourceNameTaken"
 	CodeLaunchRefused             = "LaunchRefused"
 	CodeDuplicateAction           = "DuplicateAction"
+	// CodeStorageError: blob storage could not be read (inputs, error.pb).
+	CodeStorageError = "StorageError"
 )
 
 // Limits that keep the status small (etcd's object limit, and every watcher
@@ -122,6 +125,8 @@ type transition struct {
 	reason string
 	// outputURI overrides where the event says the outputs are (a cache hit).
 	outputURI string
+	// cacheSource is the attempt whose outputs a cache hit served.
+	cacheSource *cache.Source
 	// paused: a condition action waiting for its signal.
 	paused bool
 }

@@ -45,6 +45,16 @@ type cacheAnswer struct {
 	HeldBy string
 }
 
+// inputsKey is a cache key that needed the task's inputs.
+type inputsKey struct {
+	Key cache.Key
+	// StorageErr: the inputs could not be read (a system failure).
+	StorageErr error
+	// Err: the key could not be computed from what was read (the task runs
+	// without the cache).
+	Err error
+}
+
 // World is everything one reconcile decides from, gathered before deciding.
 type World struct {
 	TA *flytev1.TaskAction
@@ -64,6 +74,9 @@ type World struct {
 	Others []resource
 
 	Cache cacheAnswer
+	// InputsKey is the cache key gather computed from the template and the
+	// inputs in blob storage (Flyte-form tasks; nil: not computed).
+	InputsKey *inputsKey
 
 	// Launch is the outcome of a launch made in this reconcile (nil: none).
 	Launch *launchOutcome
