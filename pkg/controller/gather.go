@@ -24,6 +24,7 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/storage"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -101,6 +102,9 @@ func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now tim
 	if IsTerminal(ta) || !ta.DeletionTimestamp.IsZero() || w.SpecErr != nil {
 		return w, p, nil
 	}
+	if w.RuntimeError, err = r.readRuntimeError(ctx, ta, t, w.Pod, attempt); err != nil {
+		return w, p, err
+	}
 	if w.Duplicate, err = r.duplicateOf(ctx, ta); err != nil {
 		return w, p, err
 	}
@@ -154,6 +158,27 @@ func (r *Reconciler) inputsKey(ctx context.Context, ta *flytev1.TaskAction, t *t
 		return &inputsKey{Err: err}
 	}
 	return &inputsKey{Key: key}
+}
+
+// readRuntimeError reads the error.pb of the current attempt once its pod
+// finished: Flyte's runtime writes it (Flyte-form tasks) to report a failure,
+// even when its container exits 0.
+func (r *Reconciler) readRuntimeError(ctx context.Context, ta *flytev1.TaskAction, t *task.Task, pod resource, attempt uint32) (*runtimeError, error) {
+	if r.Storage == nil || t.Form != task.FormFlyte || pod.Holder != holderUs || !pod.Obs.Finished ||
+		pod.UID == readState(&ta.Status, attempt).Discarded {
+		return nil, nil
+	}
+	prefix := task.OutputPrefix(ta, int32(attempt))
+	if prefix == "" {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, storageTimeout)
+	defer cancel()
+	doc, err := r.Storage.ReadTaskError(ctx, prefix)
+	if err != nil {
+		return &runtimeError{StorageErr: fmt.Errorf("read %s/%s: %w", prefix, storage.ErrorFile, err)}, nil
+	}
+	return &runtimeError{Doc: doc}, nil
 }
 
 // recordingReader keeps the error of the inputs read, which tells a storage

@@ -196,6 +196,13 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 			obs.Message = "pod created"
 		}
 	}
+	if e := w.RuntimeError; obs.Finished && e != nil && e.StorageErr != nil {
+		// Whether the runtime reported an error cannot be known: try again.
+		d.systemFailure(p, w, now, s, &plugin.ExecError{Code: CodeStorageError, Kind: flytev1.ErrorKindSystem,
+			Message: fmt.Sprintf("the attempt's error.pb could not be read: %v", e.StorageErr)})
+		return
+	}
+	obs = withRuntimeError(obs, w.RuntimeError)
 	obs = d.applyTimeout(p, w, now, obs)
 	if obs.Phase.IsTerminal() && obs.Phase != plugin.PhaseSucceeded && obs.Error == nil {
 		// A failure nothing explains is not the task's fault.

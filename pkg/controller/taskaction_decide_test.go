@@ -10,9 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
+	"github.com/taskaction/executor/pkg/storage"
 )
 
 // launchedTA is ta after its attempt's pod "pod-1" was launched at t0+1s and
@@ -164,6 +166,30 @@ func TestDecide(t *testing.T) {
 		{name: "another TaskAction has the same identity: refused", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
 			mod:  func(w *World) { w.Duplicate = "other/hello" },
 			want: want{events: "1:FAILED:v6", history: "InvalidSpec", reason: "InvalidSpec", code: CodeDuplicateAction, attempts: 1, finish: true}},
+		{name: "error.pb non-recoverable after exit 0, retries left: fails at once", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(2)) },
+			pod: ours("pod-1", t0, succeeded(now)), mod: runtimeSays("ValueError", core.ExecutionError_USER, false),
+			want: want{events: "1:FAILED:v38", history: "Queued,Executing,PermanentFailure", reason: "PermanentFailure", code: "ValueError", attempts: 1, finish: true}},
+		{name: "error.pb non-recoverable SYSTEM after a failed pod: fails at once", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(2)) },
+			pod: ours("pod-1", t0, userFailure(now)), mod: runtimeSays("OOM", core.ExecutionError_SYSTEM, false),
+			want: want{events: "1:FAILED:v38", history: "Queued,Executing,PermanentFailure", reason: "PermanentFailure", code: "OOM", attempts: 1, finish: true}},
+		{name: "error.pb recoverable USER after exit 0: retried", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(1)) },
+			pod: ours("pod-1", t0, succeeded(now)), mod: runtimeSays("Flaky", core.ExecutionError_USER, true),
+			want: want{events: "1:FAILED:v38", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Flaky", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
+		{name: "error.pb recoverable SYSTEM: a system failure of the same attempt", ta: running0,
+			pod: ours("pod-1", t0, succeeded(now)), mod: runtimeSays("Net", core.ExecutionError_SYSTEM, true),
+			want: want{history: "Queued,Executing", reason: "Executing", code: "Net", attempts: 1, sysFailures: 1, deletes: "pod-1", wake: 10 * time.Second}},
+		{name: "no error.pb: the exit code decides", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(1)) },
+			pod: ours("pod-1", t0, userFailure(now)), mod: func(w *World) { w.RuntimeError = &runtimeError{Doc: storage.TaskError{Code: storage.CodeErrorFileNotFound}} },
+			want: want{events: "1:FAILED:v38", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Error", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
+		{name: "no error.pb after exit 0: succeeded", ta: running0,
+			pod: ours("pod-1", t0, succeeded(now)), mod: func(w *World) { w.RuntimeError = &runtimeError{Doc: storage.TaskError{Code: storage.CodeErrorFileNotFound}} },
+			want: want{events: "1:SUCCEEDED:v37", history: "Queued,Executing,Completed", reason: "Completed", attempts: 1, finish: true}},
+		{name: "error.pb unreadable: system failure with backoff", ta: running0,
+			pod: ours("pod-1", t0, succeeded(now)), mod: func(w *World) { w.RuntimeError = &runtimeError{StorageErr: errors.New("bucket unreachable")} },
+			want: want{history: "Queued,Executing", reason: "Executing", code: CodeStorageError, attempts: 1, sysFailures: 1, deletes: "pod-1", wake: 10 * time.Second}},
+		{name: "inputs unreadable before launch: system failure with backoff, no launch", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
+			mod:  func(w *World) { w.InputsKey = &inputsKey{StorageErr: errors.New("bucket unreachable")} },
+			want: want{code: CodeStorageError, sysFailures: 1, wake: 10 * time.Second}},
 		{name: "the cache has not seen our pod yet: wait, nothing concluded", ta: launched0,
 			mod:  func(w *World) { w.PodCacheBehind = true },
 			want: want{noWrite: true, wake: wakeCacheLag}},
@@ -182,6 +208,13 @@ func TestDecide(t *testing.T) {
 			p := testDecider.decide(w, at)
 			checkPlan(t, ta, p, tc.want)
 		})
+	}
+}
+
+// runtimeSays is a World whose attempt left an error.pb with this error.
+func runtimeSays(code string, kind core.ExecutionError_ErrorKind, recoverable bool) func(*World) {
+	return func(w *World) {
+		w.RuntimeError = &runtimeError{Doc: storage.TaskError{Code: code, Kind: kind, Recoverable: recoverable, Message: code + " in the task"}}
 	}
 }
 

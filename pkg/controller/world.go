@@ -74,6 +74,8 @@ type World struct {
 	Others []resource
 
 	Cache cacheAnswer
+	// RuntimeError is the finished attempt's error.pb, as read (nil: not read).
+	RuntimeError *runtimeError
 	// InputsKey is the cache key gather computed from the template and the
 	// inputs in blob storage (Flyte-form tasks; nil: not computed).
 	InputsKey *inputsKey

@@ -62,6 +62,10 @@ func startExecutorWith(t testing.TB, ns, eventsURL, cacheURL string, mutate func
 	c.RequeueDuration = config.Duration{Duration: requeue}
 	c.GC.Interval = config.Duration{}
 	c.Cluster = "e2e"
+	// The tests' s3:// buckets are directories: what the executor reads there
+	// (error.pb) is what a test wrote, never a cloud request.
+	c.Storage = config.StorageConfig{Type: config.StorageTypeLocal, Schemes: map[string]config.StowConfig{
+		"s3": {Kind: config.StowKindLocal, Config: map[string]string{"path": t.TempDir()}}}}
 	if mutate != nil {
 		mutate(&c)
 	}
