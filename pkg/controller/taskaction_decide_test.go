@@ -179,10 +179,14 @@ func TestDecide(t *testing.T) {
 			pod: ours("pod-1", t0, succeeded(now)), mod: runtimeSays("Net", core.ExecutionError_SYSTEM, true),
 			want: want{history: "Queued,Executing", reason: "Executing", code: "Net", attempts: 1, sysFailures: 1, deletes: "pod-1", wake: 10 * time.Second}},
 		{name: "no error.pb: the exit code decides", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(1)) },
-			pod: ours("pod-1", t0, userFailure(now)), mod: func(w *World) { w.RuntimeError = &runtimeError{Doc: storage.TaskError{Code: storage.CodeErrorFileNotFound}} },
+			pod: ours("pod-1", t0, userFailure(now)), mod: func(w *World) {
+				w.RuntimeError = &runtimeError{Doc: storage.TaskError{Code: storage.CodeErrorFileNotFound}}
+			},
 			want: want{events: "1:FAILED:v38", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Error", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
 		{name: "no error.pb after exit 0: succeeded", ta: running0,
-			pod: ours("pod-1", t0, succeeded(now)), mod: func(w *World) { w.RuntimeError = &runtimeError{Doc: storage.TaskError{Code: storage.CodeErrorFileNotFound}} },
+			pod: ours("pod-1", t0, succeeded(now)), mod: func(w *World) {
+				w.RuntimeError = &runtimeError{Doc: storage.TaskError{Code: storage.CodeErrorFileNotFound}}
+			},
 			want: want{events: "1:SUCCEEDED:v37", history: "Queued,Executing,Completed", reason: "Completed", attempts: 1, finish: true}},
 		{name: "error.pb unreadable: system failure with backoff", ta: running0,
 			pod: ours("pod-1", t0, succeeded(now)), mod: func(w *World) { w.RuntimeError = &runtimeError{StorageErr: errors.New("bucket unreachable")} },
