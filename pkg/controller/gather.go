@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -238,6 +239,14 @@ func (r *Reconciler) describe(ctx context.Context, p plugin.Plugin, tc plugin.Ta
 			return res, fmt.Errorf("observe %s: %w", res.Name, err)
 		}
 		res.Obs = obs
+		if pod, ok := obj.(*corev1.Pod); ok {
+			logs, err := podLogs(r.TaskLogs, tc.TaskAction, tc.Task, uint32(max(tc.Attempt, 1)), pod)
+			if err != nil {
+				// A link that cannot be rendered is left out; the attempt goes on.
+				log.FromContext(ctx).Info("could not render the attempt's log links", "pod", pod.Name, "error", err.Error())
+			}
+			res.Logs = logs
+		}
 	}
 	return res, nil
 }

@@ -336,6 +336,9 @@ func (d decider) event(w World, st *flytev1.TaskActionStatus, t transition, vers
 	if t.attempt == max(w.TA.Status.Attempts, 1) && (w.Pod.Holder == holderUs || readState(&w.TA.Status, t.attempt).Pod != "") {
 		// The attempt's pod, whether or not it is still there when the event is (re-)sent.
 		ev.PodName = w.Pod.Name
+		if w.Pod.Holder == holderUs {
+			ev.LogLinks, ev.LogContext = linksFor(w.Pod.Logs.Links, ev.Phase), w.Pod.Logs.Context
+		}
 	}
 	if ta.Spec.ParentActionName != nil {
 		ev.ParentAction = *ta.Spec.ParentActionName
