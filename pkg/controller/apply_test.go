@@ -81,10 +81,12 @@ func (d *dedupService) Record(_ context.Context, e events.Event) error {
 	return d.r.wrote()
 }
 
-// withoutTimes drops what a re-send may recompute: when it was sent and
-// when the transition was seen.
+// withoutTimes drops what a re-send may recompute: when it was sent, when
+// the transition was seen, and where the logs are (rendered from the pod as
+// seen at the re-send, which may be gone by then).
 func withoutTimes(e events.Event) events.Event {
 	e.UpdatedAt, e.ReportedAt = time.Time{}, time.Time{}
+	e.LogLinks, e.LogContext = nil, nil
 	return e
 }
 
