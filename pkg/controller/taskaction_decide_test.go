@@ -12,9 +12,11 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/cache"
+	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/storage"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 // launchedTA is ta after its attempt's pod "pod-1" was launched at t0+1s and
@@ -79,9 +81,9 @@ func TestDecide(t *testing.T) {
 			want: want{noWrite: true, wake: 5 * time.Minute}},
 		{name: "succeeded: pod kept for its logs", ta: running0, pod: ours("pod-1", t0, succeeded(now)),
 			want: want{events: "1:SUCCEEDED:v37", history: "Queued,Executing,Completed", reason: "Completed", attempts: 1, finish: true}},
-		{name: "user failure with retries left: FAILED, next attempt, pod deleted", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(1)) },
+		{name: "user failure with retries left: no FAILED, the next attempt's QUEUED carries the error, pod deleted", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(1)) },
 			pod:  ours("pod-1", t0, userFailure(now)),
-			want: want{events: "1:FAILED:v38", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Error", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
+			want: want{events: "2:QUEUED:v1", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Error", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
 		{name: "user failure, no retries left", ta: running0, pod: ours("pod-1", t0, userFailure(now)),
 			want: want{events: "1:FAILED:v38", history: "Queued,Executing,PermanentFailure", reason: "PermanentFailure", code: "Error", attempts: 1, finish: true}},
 		{name: "stuck pod (InvalidImageName): failed, then deleted", ta: launched0, pod: ours("pod-1", t0, podWaiting("InvalidImageName")),
@@ -174,7 +176,7 @@ func TestDecide(t *testing.T) {
 			want: want{events: "1:FAILED:v38", history: "Queued,Executing,PermanentFailure", reason: "PermanentFailure", code: "OOM", attempts: 1, finish: true}},
 		{name: "error.pb recoverable USER after exit 0: retried", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(1)) },
 			pod: ours("pod-1", t0, succeeded(now)), mod: runtimeSays("Flaky", core.ExecutionError_USER, true),
-			want: want{events: "1:FAILED:v38", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Flaky", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
+			want: want{events: "2:QUEUED:v1", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Flaky", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
 		{name: "error.pb recoverable SYSTEM: a system failure of the same attempt", ta: running0,
 			pod: ours("pod-1", t0, succeeded(now)), mod: runtimeSays("Net", core.ExecutionError_SYSTEM, true),
 			want: want{history: "Queued,Executing", reason: "Executing", code: "Net", attempts: 1, sysFailures: 1, deletes: "pod-1", wake: 10 * time.Second}},
@@ -182,7 +184,7 @@ func TestDecide(t *testing.T) {
 			pod: ours("pod-1", t0, userFailure(now)), mod: func(w *World) {
 				w.RuntimeError = &runtimeError{Doc: storage.TaskError{Code: storage.CodeErrorFileNotFound}}
 			},
-			want: want{events: "1:FAILED:v38", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Error", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
+			want: want{events: "2:QUEUED:v1", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Error", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
 		{name: "no error.pb after exit 0: succeeded", ta: running0,
 			pod: ours("pod-1", t0, succeeded(now)), mod: func(w *World) {
 				w.RuntimeError = &runtimeError{Doc: storage.TaskError{Code: storage.CodeErrorFileNotFound}}
@@ -290,4 +292,60 @@ func checkPlan(t *testing.T, ta *flytev1.TaskAction, p Plan, w want) {
 
 func equalStatus(a, b flytev1.TaskActionStatus) bool {
 	return string(mustJSON(a)) == string(mustJSON(b))
+}
+
+// TestRetriedAttemptSendsNoFailed: Flyte's runs service takes a FAILED event
+// as its attempt's end and ends the action's watch with the latest attempt's;
+// so the failure of an attempt that is retried is reported as the next
+// attempt's QUEUED event, which carries the error, and only the last
+// attempt's failure is FAILED.
+func TestRetriedAttemptSendsNoFailed(t *testing.T) {
+	now := t0.Add(time.Minute)
+	cases := []struct {
+		name       string
+		retries    int32
+		pod        plugin.Observation
+		mod        func(*World)
+		wantEvent  string // attempt:PHASE:vVERSION
+		wantCode   string
+		wantKind   string
+		wantPrefix int32 // the attempt whose output prefix the event carries
+	}{
+		{name: "exit code, retries left", retries: 1, pod: userFailure(now),
+			wantEvent: "2:QUEUED:v1", wantCode: "Error", wantKind: "USER", wantPrefix: 2},
+		{name: "recoverable error.pb, retries left", retries: 2, pod: succeeded(now), mod: runtimeSays("Flaky", core.ExecutionError_USER, true),
+			wantEvent: "2:QUEUED:v1", wantCode: "Flaky", wantKind: "USER", wantPrefix: 2},
+		{name: "exit code, no retries left: FAILED", retries: 0, pod: userFailure(now),
+			wantEvent: "1:FAILED:v38", wantCode: "Error", wantKind: "USER", wantPrefix: 1},
+		{name: "non-recoverable error.pb, retries left: FAILED", retries: 2, pod: succeeded(now), mod: runtimeSays("ValueError", core.ExecutionError_USER, false),
+			wantEvent: "1:FAILED:v38", wantCode: "ValueError", wantKind: "USER", wantPrefix: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ta := runningTA(t, newTA(tc.retries))
+			w := worldOf(t, ta, ours("pod-1", t0, tc.pod))
+			if tc.mod != nil {
+				tc.mod(&w)
+			}
+			p := testDecider.decide(w, now)
+			if got := evs(p.Events); got != tc.wantEvent {
+				t.Fatalf("events = %s, want %s", got, tc.wantEvent)
+			}
+			ev := p.Events[0]
+			if ev.Error == nil || ev.Error.Code != tc.wantCode || ev.Error.Kind != tc.wantKind {
+				t.Errorf("error = %+v, want code %s kind %s", ev.Error, tc.wantCode, tc.wantKind)
+			}
+			if want := task.OutputPrefix(ta, tc.wantPrefix) + "/outputs.pb"; ev.OutputURI != want {
+				t.Errorf("output URI = %s, want %s", ev.OutputURI, want)
+			}
+			if ev.Phase == events.PhaseQueued {
+				if len(ev.ClusterEvents) != 1 || !strings.Contains(ev.ClusterEvents[0].Message, "attempt 1 failed and is retried as attempt 2") {
+					t.Errorf("cluster events = %+v, want the retried attempt named", ev.ClusterEvents)
+				}
+				if ev.PodName != "" || ev.LogContext != nil {
+					t.Errorf("the next attempt's QUEUED names the failed attempt's pod: %q %v", ev.PodName, ev.LogContext)
+				}
+			}
+		})
+	}
 }
