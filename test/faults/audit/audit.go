@@ -169,7 +169,8 @@ var historyPhases = map[string][]common.ActionPhase{
 	flytev1.ReasonInitializing:     {common.ActionPhase_ACTION_PHASE_INITIALIZING},
 	flytev1.ReasonExecuting:        {common.ActionPhase_ACTION_PHASE_RUNNING},
 	flytev1.ReasonCompleted:        {common.ActionPhase_ACTION_PHASE_SUCCEEDED},
-	flytev1.ReasonRetryableFailure: {common.ActionPhase_ACTION_PHASE_FAILED},
+	// A retried attempt's failure is reported as the next attempt's QUEUED.
+	flytev1.ReasonRetryableFailure: {common.ActionPhase_ACTION_PHASE_QUEUED},
 	flytev1.ReasonPermanentFailure: {common.ActionPhase_ACTION_PHASE_FAILED},
 	flytev1.ReasonInvalidSpec:      {common.ActionPhase_ACTION_PHASE_FAILED},
 	flytev1.ReasonPluginNotFound:   {common.ActionPhase_ACTION_PHASE_FAILED},
