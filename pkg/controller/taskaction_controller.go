@@ -18,6 +18,7 @@ import (
 	kevents "k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -241,6 +242,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 			})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: workers,
+			// Completions first (priority.go): a finished pod's TaskAction is
+			// reconciled ahead of queued launches.
+			UsePriorityQueue: ptr.To(true),
 			// Per-object backoff only, capped at 30s: after an outage of the events
 			// service every TaskAction retries within half a minute, instead of
 			// queueing behind a cluster-wide 10/s bucket and a 16-minute ceiling.
@@ -257,7 +261,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 			if err := mgr.GetFieldIndexer().IndexField(ctx, obj, ownerIndex, controllerUID); err != nil {
 				return fmt.Errorf("index %s by controller: %w", t, err)
 			}
-			b = b.Owns(obj, builder.WithPredicates(podChanges()))
+			owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &flytev1.TaskAction{}, handler.OnlyControllerOwner())
+			b = b.Watches(obj, completionsFirst(owner), builder.WithPredicates(podChanges()))
 		}
 	}
 	if inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{}); err == nil {

@@ -46,8 +46,9 @@ import (
 // LeaderElectionID is the name of the leader-election Lease.
 const LeaderElectionID = "abf369a8.flyte.org"
 
-// ManagedLabel marks the pods the executor owns; the pod cache holds only those.
-const ManagedLabel = "flyte.org/managed"
+// ManagedLabel marks the pods the executor creates; the pod cache holds only
+// those (ownership itself is the controller reference's UID, never the label).
+const ManagedLabel = container.LabelManaged
 
 const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
