@@ -165,10 +165,10 @@ func Check(w World) *Report {
 
 // historyPhases maps a phaseHistory name to the event phases that report it.
 var historyPhases = map[string][]common.ActionPhase{
-	flytev1.ReasonQueued:           {common.ActionPhase_ACTION_PHASE_QUEUED, common.ActionPhase_ACTION_PHASE_WAITING_FOR_RESOURCES},
-	flytev1.ReasonInitializing:     {common.ActionPhase_ACTION_PHASE_INITIALIZING},
-	flytev1.ReasonExecuting:        {common.ActionPhase_ACTION_PHASE_RUNNING},
-	flytev1.ReasonCompleted:        {common.ActionPhase_ACTION_PHASE_SUCCEEDED},
+	flytev1.ReasonQueued:       {common.ActionPhase_ACTION_PHASE_QUEUED, common.ActionPhase_ACTION_PHASE_WAITING_FOR_RESOURCES},
+	flytev1.ReasonInitializing: {common.ActionPhase_ACTION_PHASE_INITIALIZING},
+	flytev1.ReasonExecuting:    {common.ActionPhase_ACTION_PHASE_RUNNING},
+	flytev1.ReasonCompleted:    {common.ActionPhase_ACTION_PHASE_SUCCEEDED},
 	// A retried attempt's failure is reported as the next attempt's QUEUED.
 	flytev1.ReasonRetryableFailure: {common.ActionPhase_ACTION_PHASE_QUEUED},
 	flytev1.ReasonPermanentFailure: {common.ActionPhase_ACTION_PHASE_FAILED},
