@@ -3,6 +3,7 @@ package controller
 import (
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 
@@ -58,6 +59,13 @@ func podLogs(rl *tasklog.Renderer, ta *flytev1.TaskAction, t *task.Task, attempt
 		in.Task = &core.Identifier{ResourceType: core.ResourceType_TASK, Org: t.ID.Org, Project: t.ID.Project,
 			Domain: t.ID.Domain, Name: t.ID.Name, Version: t.ID.Version}
 		in.TaskConfig, in.Org = t.Config, t.ID.Org
+		if t.Form == task.FormFlyte {
+			// The template's own links (metadata.log_links) come first.
+			tmpl := &core.TaskTemplate{}
+			if err := proto.Unmarshal(t.Raw, tmpl); err == nil {
+				in.TaskLinks = tmpl.GetMetadata().GetLogLinks()
+			}
+		}
 	}
 	links, err := rl.Links(in)
 	if err != nil {

@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
@@ -84,3 +87,38 @@ func TestEventsCarryLogLinks(t *testing.T) {
 }
 
 func queuedObs() plugin.Observation { return plugin.Observation{Phase: plugin.PhaseQueued} }
+
+// A Flyte-form template's own links (metadata.log_links) come first.
+func TestFlyteTemplateLogLinks(t *testing.T) {
+	rl, err := tasklog.New(config.TaskLogConfig{Templates: []config.TaskLogTemplate{{DisplayName: "Dashboard", TemplateURIs: []string{"https://logs.example/{{ .podName }}"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := proto.Marshal(&core.TaskTemplate{
+		Id:       &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "p", Domain: "d", Name: "t", Version: "v1"},
+		Type:     "python",
+		Metadata: &core.TaskMetadata{LogLinks: []*core.TaskLog{{Name: "Trace", Uri: "https://trace.example/{{ .podName }}"}}},
+		Target:   &core.TaskTemplate_Container{Container: &core.Container{Image: "img"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta := newTA(0)
+	ta.Spec.Template, ta.Spec.TaskTemplate = nil, b
+	tk, err := task.FromTaskAction(ta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hello-0", Namespace: "ns"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "hello-0"}}}}
+	logs, err := podLogs(rl, ta, tk, 1, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range logs.Links {
+		got = append(got, l.GetName()+"="+l.GetUri())
+	}
+	if want := "Trace=https://trace.example/hello-0 Dashboard=https://logs.example/hello-0"; strings.Join(got, " ") != want {
+		t.Errorf("links = %q, want %q", strings.Join(got, " "), want)
+	}
+}
