@@ -373,7 +373,7 @@ func (r *Reconciler) askCache(ctx context.Context, w World) cacheAnswer {
 		return a
 	}
 	if err := key.Validate(); err != nil {
-		a.KeyErr = err
+		a.KeyErr = fmt.Errorf("%w (the cache identity needs the task's name and version)", err)
 		return a
 	}
 	entry, err := r.Cache.Get(ctx, key)

@@ -138,7 +138,7 @@ func (d decider) noteCacheAnswer(p *Plan, w World) {
 		st.CacheStatus = flytev1.CacheSkipped
 		p.Metrics.CacheLookup = st.CacheStatus.String()
 		p.Warnings = append(p.Warnings, warning{EventCacheSkipped, "ConsultingCache",
-			fmt.Sprintf("not using the cache: %v (the cache identity needs the task's name and version)", a.KeyErr)})
+			fmt.Sprintf("not using the cache: %v", a.KeyErr)})
 	case a.LookupErr != nil:
 		st.CacheStatus = flytev1.CacheLookupFailure
 		p.Metrics.CacheLookup = st.CacheStatus.String()
