@@ -98,8 +98,8 @@ type Reconciler struct {
 	podSynced func() string
 }
 
-// +kubebuilder:rbac:groups=flyte.org,resources=taskactions,verbs=get;list;watch;update;patch;delete
-// +kubebuilder:rbac:groups=flyte.org,resources=taskactions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=flyte.org,resources=taskactions,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=flyte.org,resources=taskactions/status,verbs=patch
 // +kubebuilder:rbac:groups=flyte.org,resources=taskactions/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
