@@ -179,7 +179,30 @@ func (r *Reconciler) readRuntimeError(ctx context.Context, ta *flytev1.TaskActio
 	if err != nil {
 		return &runtimeError{StorageErr: fmt.Errorf("read %s/%s: %w", prefix, storage.ErrorFile, err)}, nil
 	}
-	return &runtimeError{Doc: doc}, nil
+	e := &runtimeError{Doc: doc}
+	if !e.found() && pod.Obs.Phase == plugin.PhaseSucceeded && declaresOutputs(t) {
+		// A success must leave the outputs its interface declares: the parent
+		// reads them at this URI.
+		ok, err := r.Storage.OutputsExist(ctx, prefix)
+		if err != nil {
+			return &runtimeError{StorageErr: fmt.Errorf("check %s/%s: %w", prefix, storage.OutputsFile, err)}, nil
+		}
+		e.OutputsMissing = !ok
+		e.OutputURI = task.OutputURI(ta, int32(attempt))
+	}
+	return e, nil
+}
+
+// declaresOutputs says whether the task's interface names any output.
+func declaresOutputs(t *task.Task) bool {
+	if len(t.Interface) == 0 {
+		return false
+	}
+	var iface core.TypedInterface
+	if err := proto.Unmarshal(t.Interface, &iface); err != nil {
+		return false // the decoder accepted it; an interface we cannot read asks for nothing
+	}
+	return len(iface.GetOutputs().GetVariables()) > 0
 }
 
 // recordingReader keeps the error of the inputs read, which tells a storage

@@ -17,7 +17,15 @@ type runtimeError struct {
 	Doc storage.TaskError
 	// StorageErr: blob storage could not say (a system failure).
 	StorageErr error
+	// OutputsMissing: the pod succeeded without error.pb, the interface
+	// declares outputs, and none were written at OutputURI.
+	OutputsMissing bool
+	OutputURI      string
 }
+
+// CodeOutputsNotFound is the error of a success that left no outputs file
+// although its interface declares outputs (recoverable, as in Flyte).
+const CodeOutputsNotFound = "OutputsNotFound"
 
 // found says whether the runtime wrote an error.pb.
 func (e *runtimeError) found() bool {
@@ -31,6 +39,13 @@ func (e *runtimeError) found() bool {
 // system failure when the runtime says SYSTEM). Without error.pb the
 // observation stands (the exit-code rules).
 func withRuntimeError(obs plugin.Observation, e *runtimeError) plugin.Observation {
+	if obs.Finished && obs.Phase == plugin.PhaseSucceeded && e != nil && e.StorageErr == nil && !e.found() && e.OutputsMissing {
+		msg := fmt.Sprintf("the task succeeded but wrote no outputs at %s, which its interface declares", e.OutputURI)
+		obs.Phase = plugin.PhaseRetryableFailure
+		obs.Error = &plugin.ExecError{Code: CodeOutputsNotFound, Kind: flytev1.ErrorKindUser, Message: msg}
+		obs.Message = msg
+		return obs
+	}
 	if !obs.Finished || !e.found() {
 		return obs
 	}

@@ -44,6 +44,8 @@ type BlobStore interface {
 	// ReadTaskError reads the runtime's error.pb under an attempt's output
 	// prefix (code storage.CodeErrorFileNotFound when there is none).
 	ReadTaskError(ctx context.Context, outputPrefix string) (storage.TaskError, error)
+	// OutputsExist says whether an attempt wrote its outputs file.
+	OutputsExist(ctx context.Context, outputPrefix string) (bool, error)
 }
 
 // Kubernetes Event reasons (all Warning).

@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
@@ -60,5 +62,60 @@ func TestRuntimeErrorFile(t *testing.T) {
 	got = waitReason(t, ns, flaky.Name, flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
 	if got.Status.Attempts != 2 {
 		t.Fatalf("recoverable: attempts %d, want 2 (retried, then succeeded)", got.Status.Attempts)
+	}
+}
+
+// TestMissingOutputs: a Flyte-form task whose interface declares an output
+// and whose pod succeeds without writing outputs.pb (nor error.pb) fails that
+// attempt with OutputsNotFound, recoverable as in Flyte: it is retried, and
+// the attempt that writes its outputs succeeds.
+func TestMissingOutputs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := storage.New(local.StorageConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	bucket := local.BucketURI(dir)
+	ev := eventsvctest.Start(t, eventsvctest.Options{})
+	ns := namespace(t)
+	startExecutorWith(t, ns, ev.URL, "http://127.0.0.1:1", func(c *config.Config) { c.Storage = local.StorageConfig(dir) })
+
+	ta := flyteAction(t, ns, "outs", "square", nil, 1)
+	ta.Spec.InputURI, ta.Spec.RunOutputBase = bucket+"/proj/dev/outs/square", bucket+"/proj/dev/outs/"
+	tmpl := &core.TaskTemplate{}
+	if err := proto.Unmarshal(ta.Spec.TaskTemplate, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	tmpl.Interface = &core.TypedInterface{Outputs: &core.VariableMap{Variables: []*core.VariableEntry{
+		{Key: "o0", Value: &core.Variable{Type: &core.LiteralType{Type: &core.LiteralType_Simple{Simple: core.SimpleType_INTEGER}}}}}}}
+	if ta.Spec.TaskTemplate, err = proto.Marshal(tmpl); err != nil {
+		t.Fatal(err)
+	}
+	create(t, ta)
+
+	// Attempt 1 exits 0 and writes nothing.
+	kubelet(t, waitPod(t, ns, ta.Name+"-0"), corev1.PodSucceeded, 0)
+	// Attempt 2 writes its outputs, then exits 0.
+	pod := waitPod(t, ns, ta.Name+"-1")
+	out := &core.LiteralMap{Literals: map[string]*core.Literal{"o0": {Value: &core.Literal_Scalar{Scalar: &core.Scalar{
+		Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_Integer{Integer: 4}}}}}}}}
+	if err := st.WriteProtobuf(ctx, task.OutputURI(get(t, ns, ta.Name), 2), out); err != nil {
+		t.Fatal(err)
+	}
+	kubelet(t, pod, corev1.PodSucceeded, 0)
+	got := waitReason(t, ns, ta.Name, flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	if got.Status.Attempts != 2 {
+		t.Fatalf("attempts %d, want 2 (the first without outputs retried)", got.Status.Attempts)
+	}
+	retried := false
+	for _, h := range got.Status.PhaseHistory {
+		if strings.Contains(h.Message, "wrote no outputs") {
+			retried = true
+		}
+	}
+	if !retried {
+		t.Errorf("phaseHistory %+v: no entry says the first attempt wrote no outputs", got.Status.PhaseHistory)
 	}
 }
