@@ -301,6 +301,7 @@ func TestKustomizeDefaultIsAdmitted(t *testing.T) {
 		{"create SubjectAccessReviews", authorizationv1.ResourceAttributes{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"}, true},
 		{"watch TaskActions anywhere", authorizationv1.ResourceAttributes{Namespace: "team-a", Verb: "watch", Group: "flyte.org", Resource: "taskactions"}, true},
 		{"create pods anywhere", authorizationv1.ResourceAttributes{Namespace: "team-a", Verb: "create", Resource: "pods"}, true},
+		{"no deleting the leader Lease", authorizationv1.ResourceAttributes{Namespace: "executor-system", Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Name: leaseName}, false},
 		{"no Leases outside its namespace", authorizationv1.ResourceAttributes{Namespace: "default", Verb: "update", Group: "coordination.k8s.io", Resource: "leases"}, false},
 		{"no secrets", authorizationv1.ResourceAttributes{Namespace: "team-a", Verb: "get", Resource: "secrets"}, false},
 		{"no secrets created elsewhere", authorizationv1.ResourceAttributes{Namespace: "team-a", Verb: "create", Resource: "secrets"}, false},
