@@ -2,6 +2,7 @@ package container
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,6 +97,9 @@ func classify(pod *corev1.Pod, now time.Time, s plugin.Settings) (plugin.Observa
 func pending(pod *corev1.Pod, now time.Time, s plugin.Settings) plugin.Observation {
 	if c := condition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse {
 		return plugin.Observation{Phase: plugin.PhaseWaitingForResources, Message: joinReason(c.Reason, c.Message)}
+	}
+	if o, ok := secretMountStuck(pod, now, s); ok {
+		return o
 	}
 	if o, ok := worstWaiting(pod, now, s); ok {
 		return o
@@ -416,3 +420,41 @@ func withDetail(s, detail string) string {
 }
 
 func truncate(s string, n int) string { return plugin.Truncate(s, n) }
+
+// CodeSecretMountFailed is the error of a pod that could not mount the
+// Secrets it needs (usually: one does not exist) within the grace period.
+const CodeSecretMountFailed = "SecretMountFailed"
+
+// secretMountStuck reads a scheduled pod whose sandbox has not been made
+// ready since its scheduling while it mounts Secrets. The kubelet mounts
+// volumes before it creates the sandbox (and only then pulls images), and
+// reports a missing Secret only as a FailedMount Event: without this the
+// attempt would wait for its timeout. Inside createContainerGracePeriod the
+// attempt is initializing; after it, a permanent USER failure that names the
+// Secrets the pod mounts.
+func secretMountStuck(pod *corev1.Pod, now time.Time, s plugin.Settings) (plugin.Observation, bool) {
+	var names []string
+	for _, v := range pod.Spec.Volumes {
+		if v.Secret != nil && (v.Secret.Optional == nil || !*v.Secret.Optional) {
+			names = append(names, strconv.Quote(v.Secret.SecretName))
+		}
+	}
+	ready := condition(pod, corev1.PodReadyToStartContainers)
+	scheduled := condition(pod, corev1.PodScheduled)
+	if len(names) == 0 || ready == nil || ready.Status != corev1.ConditionFalse || scheduled == nil || scheduled.Status != corev1.ConditionTrue {
+		return plugin.Observation{}, false
+	}
+	since := ready.LastTransitionTime.Time
+	if since.Before(scheduled.LastTransitionTime.Time) {
+		since = scheduled.LastTransitionTime.Time
+	}
+	secrets := strings.Join(names, ", ")
+	o, sev := withGrace("waiting for the pod's volumes to be mounted (Secrets "+secrets+")", CodeSecretMountFailed,
+		plugin.PhasePermanentFailure, gracePeriod(s.CreateContainerGracePeriod), now, since)
+	if sev == sevGraceOver {
+		o = failure(plugin.PhasePermanentFailure, CodeSecretMountFailed, flytev1.ErrorKindUser, fmt.Sprintf(
+			"the pod's volumes were not mounted within %v: it mounts Secret(s) %s, and a Secret that does not exist (or lacks a requested key) keeps its containers from starting",
+			gracePeriod(s.CreateContainerGracePeriod), secrets))
+	}
+	return o, true
+}

@@ -294,3 +294,51 @@ func TestMessagesAreBounded(t *testing.T) {
 		t.Errorf("message = %.60q", got.Error.Message)
 	}
 }
+
+// A pod whose Secret volume cannot be mounted (a missing Secret) stays
+// Pending with its sandbox not ready, which the kubelet reports only as a
+// FailedMount Event: it initializes within the grace period, then fails with
+// a USER error naming the Secret.
+func TestSecretMountStuck(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	optional := true
+	stuck := func(optionalSecret bool, readyStatus corev1.ConditionStatus) *corev1.Pod {
+		pod := &corev1.Pod{
+			Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db-creds"}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)},
+				{Type: corev1.PodReadyToStartContainers, Status: readyStatus, LastTransitionTime: metav1.NewTime(t0)},
+			}, ContainerStatuses: []corev1.ContainerStatus{{Name: "task", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}},
+		}
+		if optionalSecret {
+			pod.Spec.Volumes[0].Secret.Optional = &optional
+		}
+		return pod
+	}
+	s := plugin.Settings{CreateContainerGracePeriod: 3 * time.Minute}
+	for _, tc := range []struct {
+		name  string
+		pod   *corev1.Pod
+		after time.Duration
+		want  plugin.Phase
+	}{
+		{"within the grace", stuck(false, corev1.ConditionFalse), time.Minute, plugin.PhaseInitializing},
+		{"past the grace", stuck(false, corev1.ConditionFalse), 4 * time.Minute, plugin.PhasePermanentFailure},
+		{"optional Secret", stuck(true, corev1.ConditionFalse), 4 * time.Minute, plugin.PhaseInitializing},
+		{"sandbox ready (pulling the image)", stuck(false, corev1.ConditionTrue), 4 * time.Minute, plugin.PhaseInitializing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ObservePod(tc.pod, t0.Add(tc.after), s)
+			if got.Phase != tc.want {
+				t.Fatalf("phase %s (%s), want %s", got.Phase, got.Message, tc.want)
+			}
+			if tc.want == plugin.PhasePermanentFailure && (got.Error == nil || got.Error.Code != CodeSecretMountFailed ||
+				got.Error.Kind != flytev1.ErrorKindUser || !strings.Contains(got.Error.Message, `"db-creds"`)) {
+				t.Errorf("error %+v, want a USER SecretMountFailed naming db-creds", got.Error)
+			}
+			if tc.want == plugin.PhaseInitializing && tc.name == "within the grace" && got.RecheckAfter <= 0 {
+				t.Errorf("no wake-up before the grace ends")
+			}
+		})
+	}
+}
