@@ -178,6 +178,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) launch(ctx context.Context, w *World, p plugin.Plugin, now time.Time) error {
 	attempt := max(w.TA.Status.Attempts, 1)
 	tc := r.taskContext(w.TA, w.Task, attempt, now)
+	if w.Task.ReferencesInputs() && r.Storage != nil {
+		// The command renders an input's value ({{.Inputs.x}}): read them now,
+		// at the edge. A storage failure is a transient launch error, which the
+		// decision turns into a system failure with backoff.
+		rctx, cancel := context.WithTimeout(ctx, storageTimeout)
+		in, err := r.Storage.ReadInputs(rctx, w.TA.Spec.InputURI)
+		cancel()
+		if err != nil {
+			w.Launch = &launchOutcome{Err: fmt.Errorf("read the inputs at %s that the command renders: %w", w.TA.Spec.InputURI, err)}
+			return nil
+		}
+		tc.Inputs = in
+	}
 	lc := &launchClient{Client: r.Client, live: r.APIReader, name: p.ResourceName(tc)}
 	err := p.Launch(ctx, lc, tc)
 	w.Launch = &launchOutcome{Err: err}

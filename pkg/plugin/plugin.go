@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/podsecurity"
 	"github.com/taskaction/executor/pkg/task"
 )
@@ -138,6 +139,10 @@ type TaskContext struct {
 	// Now is the reconcile's time: the one clock of decisions and observations
 	// (grace periods). Zero means the plugin reads its own clock.
 	Now time.Time
+	// Inputs are the task's inputs when its command renders one
+	// ({{.Inputs.x}}, Task.ReferencesInputs); nil leaves those placeholders as
+	// they are.
+	Inputs *core.LiteralMap
 }
 
 // Plugin runs one family of task types.

@@ -119,3 +119,47 @@ func TestMissingOutputs(t *testing.T) {
 		t.Errorf("phaseHistory %+v: no entry says the first attempt wrote no outputs", got.Status.PhaseHistory)
 	}
 }
+
+// TestInputsRenderedIntoTheCommand: a Flyte-form task whose args hold
+// {{.Inputs.x}} gets a pod whose args hold the value of x, read from the
+// inputs file in blob storage at launch.
+func TestInputsRenderedIntoTheCommand(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := storage.New(local.StorageConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	bucket := local.BucketURI(dir)
+	ev := eventsvctest.Start(t, eventsvctest.Options{})
+	ns := namespace(t)
+	startExecutorWith(t, ns, ev.URL, "http://127.0.0.1:1", func(c *config.Config) { c.Storage = local.StorageConfig(dir) })
+
+	ta := flyteAction(t, ns, "ins", "echo", nil, 0)
+	ta.Spec.InputURI, ta.Spec.RunOutputBase = bucket+"/proj/dev/ins/echo", bucket+"/proj/dev/ins/"
+	tmpl := &core.TaskTemplate{}
+	if err := proto.Unmarshal(ta.Spec.TaskTemplate, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	tmpl.GetContainer().Args = []string{"--x", "{{.Inputs.x}}", "--run-name", "{{.runName}}"}
+	if ta.Spec.TaskTemplate, err = proto.Marshal(tmpl); err != nil {
+		t.Fatal(err)
+	}
+	in := &core.LiteralMap{Literals: map[string]*core.Literal{"x": {Value: &core.Literal_Scalar{Scalar: &core.Scalar{
+		Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_Integer{Integer: 42}}}}}}}}
+	if err := st.WriteProtobuf(ctx, ta.Spec.InputURI+"/inputs.pb", in); err != nil {
+		t.Fatal(err)
+	}
+	create(t, ta)
+	pod := waitPod(t, ns, ta.Name+"-0")
+	var args []string
+	for _, c := range pod.Spec.Containers {
+		if c.Name == pod.Annotations["primary_container_name"] || len(pod.Spec.Containers) == 1 {
+			args = c.Args
+		}
+	}
+	if strings.Join(args, " ") != "--x 42 --run-name {{.runName}}" {
+		t.Errorf("args %q, want the input's value rendered and {{.runName}} left for the runtime", args)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/base32"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -716,3 +717,37 @@ func TestPodTemplateMerge(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// {{.Inputs.x}} renders the input's value when the inputs were read; without
+// them it stays as it is; an input the inputs lack is a task-specification error.
+func TestInputPlaceholders(t *testing.T) {
+	ta := testTA()
+	ta.Spec.Template.Container.Args = []string{"--x={{.Inputs.x}}", "{{ $inputs.name }}", "{{.runName}}"}
+	inputs := &core.LiteralMap{Literals: map[string]*core.Literal{
+		"x":    {Value: &core.Literal_Scalar{Scalar: &core.Scalar{Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_Integer{Integer: 7}}}}}},
+		"name": {Value: &core.Literal_Scalar{Scalar: &core.Scalar{Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_StringValue{StringValue: "ada"}}}}}},
+	}}
+	tc := plugin.TaskContext{TaskAction: ta, Task: decode(t, ta), Attempt: 1, Inputs: inputs}
+	pod, err := BuildPod(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pod.Spec.Containers[0].Args; !slices.Equal(got, []string{"--x=7", "ada", "{{.runName}}"}) {
+		t.Errorf("args with inputs = %q", got)
+	}
+
+	tc.Inputs = nil
+	if pod, err = BuildPod(tc); err != nil {
+		t.Fatal(err)
+	}
+	if got := pod.Spec.Containers[0].Args; !slices.Equal(got, ta.Spec.Template.Container.Args) {
+		t.Errorf("args without inputs = %q, want them untouched", got)
+	}
+
+	tc.Inputs = &core.LiteralMap{}
+	_, err = BuildPod(tc)
+	var le *plugin.LaunchError
+	if !errors.As(err, &le) || le.Retryable || !strings.Contains(le.Err.Message, "requested input is not found [x]") {
+		t.Errorf("missing input: %v, want a permanent launch error naming x", err)
+	}
+}

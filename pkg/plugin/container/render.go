@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -31,6 +32,9 @@ const emptyPrevCheckpoint = `""`
 type templateVars struct {
 	values  map[string]string
 	missing map[string]string
+	// inputs render {{.Inputs.<name>}}; nil leaves them as they are (as Flyte
+	// does when it has no inputs).
+	inputs *core.LiteralMap
 }
 
 // varsFor computes the placeholder values of attempt (1-based) of ta, whose pod is podName.
@@ -69,9 +73,9 @@ func varsFor(ta *flytev1.TaskAction, attempt int32, podName string) templateVars
 	return v
 }
 
-// render replaces the placeholders it knows in every string of in; every
-// other "{{...}}" (a go-template in a kubectl command, flyte-sdk's
-// {{.runName}}, {{.Inputs.x}}) is left as it is. field names the list in
+// render replaces the placeholders it knows in every string of in, and
+// {{.Inputs.x}} when the inputs were read; every other "{{...}}" (a
+// go-template in a kubectl command, flyte-sdk's {{.runName}}) is left as it is. field names the list in
 // errors. A known placeholder that cannot be rendered is a
 // task-specification error listing all of them.
 func (v templateVars) render(field string, in []string) ([]string, error) {
@@ -82,6 +86,14 @@ func (v templateVars) render(field string, in []string) ([]string, error) {
 	var bad []string
 	for i, s := range in {
 		out[i] = placeholder.ReplaceAllStringFunc(s, func(m string) string {
+			if in := task.InputPlaceholder.FindStringSubmatch(m); in != nil && in[0] == m && v.inputs != nil {
+				val, err := task.InputValue(v.inputs, in[1])
+				if err != nil {
+					bad = append(bad, fmt.Sprintf("placeholder %q in %s[%d] cannot be rendered: %v", m, field, i, err))
+					return m
+				}
+				return val
+			}
 			sm := placeholderName.FindStringSubmatch(placeholder.FindStringSubmatch(m)[1])
 			if sm == nil {
 				return m
