@@ -23,16 +23,7 @@ import (
 // retried, and the next attempt (without error.pb) succeeds.
 func TestRuntimeErrorFile(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := storage.New(local.StorageConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
-	bucket := local.BucketURI(dir)
-	ev := eventsvctest.Start(t, eventsvctest.Options{})
-	ns := namespace(t)
-	startExecutorWith(t, ns, ev.URL, "http://127.0.0.1:1", func(c *config.Config) { c.Storage = local.StorageConfig(dir) })
+	st, bucket, ns := withBucket(t, "http://127.0.0.1:1")
 
 	// failsWith runs action (with retries) until its first pod, which leaves
 	// error.pb (kind) and exits 0.
@@ -71,28 +62,14 @@ func TestRuntimeErrorFile(t *testing.T) {
 // the attempt that writes its outputs succeeds.
 func TestMissingOutputs(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := storage.New(local.StorageConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
-	bucket := local.BucketURI(dir)
-	ev := eventsvctest.Start(t, eventsvctest.Options{})
-	ns := namespace(t)
-	startExecutorWith(t, ns, ev.URL, "http://127.0.0.1:1", func(c *config.Config) { c.Storage = local.StorageConfig(dir) })
+	st, bucket, ns := withBucket(t, "http://127.0.0.1:1")
 
 	ta := flyteAction(t, ns, "outs", "square", nil, 1)
 	ta.Spec.InputURI, ta.Spec.RunOutputBase = bucket+"/proj/dev/outs/square", bucket+"/proj/dev/outs/"
-	tmpl := &core.TaskTemplate{}
-	if err := proto.Unmarshal(ta.Spec.TaskTemplate, tmpl); err != nil {
-		t.Fatal(err)
-	}
-	tmpl.Interface = &core.TypedInterface{Outputs: &core.VariableMap{Variables: []*core.VariableEntry{
-		{Key: "o0", Value: &core.Variable{Type: &core.LiteralType{Type: &core.LiteralType_Simple{Simple: core.SimpleType_INTEGER}}}}}}}
-	if ta.Spec.TaskTemplate, err = proto.Marshal(tmpl); err != nil {
-		t.Fatal(err)
-	}
+	editTemplate(t, ta, func(tmpl *core.TaskTemplate) {
+		tmpl.Interface = &core.TypedInterface{Outputs: &core.VariableMap{Variables: []*core.VariableEntry{
+			{Key: "o0", Value: &core.Variable{Type: &core.LiteralType{Type: &core.LiteralType_Simple{Simple: core.SimpleType_INTEGER}}}}}}}
+	})
 	create(t, ta)
 
 	// Attempt 1 exits 0 and writes nothing.
@@ -125,27 +102,13 @@ func TestMissingOutputs(t *testing.T) {
 // inputs file in blob storage at launch.
 func TestInputsRenderedIntoTheCommand(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := storage.New(local.StorageConfig(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
-	bucket := local.BucketURI(dir)
-	ev := eventsvctest.Start(t, eventsvctest.Options{})
-	ns := namespace(t)
-	startExecutorWith(t, ns, ev.URL, "http://127.0.0.1:1", func(c *config.Config) { c.Storage = local.StorageConfig(dir) })
+	st, bucket, ns := withBucket(t, "http://127.0.0.1:1")
 
 	ta := flyteAction(t, ns, "ins", "echo", nil, 0)
 	ta.Spec.InputURI, ta.Spec.RunOutputBase = bucket+"/proj/dev/ins/echo", bucket+"/proj/dev/ins/"
-	tmpl := &core.TaskTemplate{}
-	if err := proto.Unmarshal(ta.Spec.TaskTemplate, tmpl); err != nil {
-		t.Fatal(err)
-	}
-	tmpl.GetContainer().Args = []string{"--x", "{{.Inputs.x}}", "--run-name", "{{.runName}}"}
-	if ta.Spec.TaskTemplate, err = proto.Marshal(tmpl); err != nil {
-		t.Fatal(err)
-	}
+	editTemplate(t, ta, func(tmpl *core.TaskTemplate) {
+		tmpl.GetContainer().Args = []string{"--x", "{{.Inputs.x}}", "--run-name", "{{.runName}}"}
+	})
 	in := &core.LiteralMap{Literals: map[string]*core.Literal{"x": {Value: &core.Literal_Scalar{Scalar: &core.Scalar{
 		Value: &core.Scalar_Primitive{Primitive: &core.Primitive{Value: &core.Primitive_Integer{Integer: 42}}}}}}}}
 	if err := st.WriteProtobuf(ctx, ta.Spec.InputURI+"/inputs.pb", in); err != nil {
@@ -162,4 +125,36 @@ func TestInputsRenderedIntoTheCommand(t *testing.T) {
 	if strings.Join(args, " ") != "--x 42 --run-name {{.runName}}" {
 		t.Errorf("args %q, want the input's value rendered and {{.runName}} left for the runtime", args)
 	}
+}
+
+// withBucket starts an events service and the executor on a new namespace
+// with a file:// bucket as its blob storage (cacheURL: its cache service), and
+// returns the bucket's store, its URI and the namespace.
+func withBucket(t *testing.T, cacheURL string) (*storage.Store, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := storage.New(local.StorageConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	ev := eventsvctest.Start(t, eventsvctest.Options{})
+	ns := namespace(t)
+	startExecutorWith(t, ns, ev.URL, cacheURL, func(c *config.Config) { c.Storage = local.StorageConfig(dir) })
+	return st, local.BucketURI(dir), ns
+}
+
+// editTemplate changes the serialized core.TaskTemplate of a Flyte-form ta.
+func editTemplate(t *testing.T, ta *flytev1.TaskAction, edit func(*core.TaskTemplate)) {
+	t.Helper()
+	tmpl := &core.TaskTemplate{}
+	if err := proto.Unmarshal(ta.Spec.TaskTemplate, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	edit(tmpl)
+	b, err := proto.Marshal(tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta.Spec.TaskTemplate = b
 }
