@@ -5,6 +5,7 @@ package local
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,9 @@ type Service struct {
 	Addr string
 	// Run serves until ctx ends.
 	Run func(ctx context.Context) error
+	// TLS: the server speaks TLS, so readiness is a completed handshake (a bare
+	// connection closed unread makes the server log a handshake error).
+	TLS bool
 }
 
 // Options configure Run.
@@ -116,7 +120,7 @@ func Run(ctx context.Context, o Options) (err error) {
 			RebaseSample(s.ta, BucketURI(o.DataDir))
 		}
 	}
-	ports := append([]Service{{Name: "executor metrics", Addr: cfg.MetricsBindAddress}, {Name: "executor probes", Addr: cfg.HealthProbeBindAddress}}, services...)
+	ports := append([]Service{{Name: "executor metrics", Addr: cfg.MetricsBindAddress, TLS: cfg.MetricsSecure}, {Name: "executor probes", Addr: cfg.HealthProbeBindAddress}}, services...)
 	if err := checkPorts(ports); err != nil {
 		return err
 	}
@@ -138,7 +142,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		w := cp.env.WebhookInstallOptions
 		cfg.Webhook.Host, cfg.WebhookPort = w.LocalServingHost, w.LocalServingPort
 		cfg.WebhookCertPath, cfg.WebhookCertName, cfg.WebhookCertKey = w.LocalServingCertDir, "tls.crt", "tls.key"
-		ports = append(ports, Service{Name: "executor webhooks", Addr: net.JoinHostPort(w.LocalServingHost, strconv.Itoa(w.LocalServingPort))})
+		ports = append(ports, Service{Name: "executor webhooks", Addr: net.JoinHostPort(w.LocalServingHost, strconv.Itoa(w.LocalServingPort)), TLS: true})
 	}
 
 	kubeconfig := filepath.Join(o.DataDir, "kubeconfig")
@@ -399,9 +403,18 @@ func waitListening(ctx context.Context, s Service) error {
 	var d net.Dialer
 	for {
 		c, err := d.DialContext(ctx, "tcp", s.Addr)
+		if err == nil && s.TLS {
+			// Only liveness is checked here; nothing is sent over the connection.
+			tc := tls.Client(c, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}}) //nolint:gosec
+			err = tc.HandshakeContext(ctx)
+			c = tc
+		}
 		if err == nil {
 			_ = c.Close()
 			return nil
+		}
+		if c != nil {
+			_ = c.Close()
 		}
 		select {
 		case <-ctx.Done():
