@@ -158,7 +158,7 @@ func (r *Reconciler) inputsKey(ctx context.Context, ta *flytev1.TaskAction, t *t
 	case err != nil:
 		return &inputsKey{Err: err}
 	}
-	return &inputsKey{Key: key}
+	return &inputsKey{Key: key, Inputs: in.inputs}
 }
 
 // readRuntimeError reads the error.pb of the current attempt once its pod
@@ -208,8 +208,9 @@ func declaresOutputs(t *task.Task) bool {
 // recordingReader keeps the error of the inputs read, which tells a storage
 // failure from a key that cannot be computed.
 type recordingReader struct {
-	r   cache.InputsReader
-	err error
+	r      cache.InputsReader
+	err    error
+	inputs *core.LiteralMap
 }
 
 func (r *recordingReader) ReadInputs(ctx context.Context, uri string) (*core.LiteralMap, error) {
@@ -217,6 +218,7 @@ func (r *recordingReader) ReadInputs(ctx context.Context, uri string) (*core.Lit
 	if err != nil {
 		r.err = fmt.Errorf("read the inputs at %s: %w", uri, err)
 	}
+	r.inputs = m
 	return m, err
 }
 

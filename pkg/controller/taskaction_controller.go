@@ -178,7 +178,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) launch(ctx context.Context, w *World, p plugin.Plugin, now time.Time) error {
 	attempt := max(w.TA.Status.Attempts, 1)
 	tc := r.taskContext(w.TA, w.Task, attempt, now)
-	if w.Task.ReferencesInputs() && r.Storage != nil {
+	if k := w.InputsKey; k != nil && k.Inputs != nil && w.Task.ReferencesInputs() {
+		tc.Inputs = k.Inputs // already read for the cache key
+	} else if w.Task.ReferencesInputs() && r.Storage != nil {
 		// The command renders an input's value ({{.Inputs.x}}): read them now,
 		// at the edge. A storage failure is a transient launch error, which the
 		// decision turns into a system failure with backoff.

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -50,6 +51,9 @@ type cacheAnswer struct {
 // inputsKey is a cache key that needed the task's inputs.
 type inputsKey struct {
 	Key cache.Key
+	// Inputs are the inputs read for the key; a launch that renders
+	// {{.Inputs.x}} uses them instead of reading them again.
+	Inputs *core.LiteralMap
 	// StorageErr: the inputs could not be read (a system failure).
 	StorageErr error
 	// Err: the key could not be computed from what was read (the task runs

@@ -145,11 +145,11 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 	}
 	// Admission webhooks (pkg/webhook): registered only when enabled;
 	// standalone serves them and nothing else.
+	settings, err := PluginSettings(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Webhook.ValidateTaskAction == nil {
-		settings, err := PluginSettings(cfg)
-		if err != nil {
-			return nil, err
-		}
 		opts.Webhook.ValidateTaskAction = TaskActionValidator(settings)
 	}
 	if err := webhook.Register(mgr, webhookServer, cfg, opts.Webhook); err != nil {
@@ -164,13 +164,13 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 	if err := gc.Add(mgr, cfg.GC); err != nil {
 		return nil, fmt.Errorf("garbage collector: %w", err)
 	}
-	if err := addReconciler(mgr, cfg, opts); err != nil {
+	if err := addReconciler(mgr, cfg, opts, settings); err != nil {
 		return nil, err
 	}
 	return mgr, nil
 }
 
-func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
+func addReconciler(mgr manager.Manager, cfg config.Config, opts Options, settings plugin.Settings) error {
 	reg := opts.Registry
 	if reg == nil {
 		var err error
@@ -182,10 +182,6 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options) error {
 		if unknown := reg.MapTaskTypes(cfg.TaskPlugins); len(unknown) > 0 {
 			mgr.GetLogger().Info("tasks.task-plugins.default-for-task-types names plugins that do not exist here; those task types use the default plugin", "entries", unknown)
 		}
-	}
-	settings, err := PluginSettings(cfg)
-	if err != nil {
-		return err
 	}
 	rec := opts.Recorder
 	if rec == nil {
