@@ -72,16 +72,9 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 			}
 		}
 	}
-	if plan.Finish || plan.RemoveFinalizer {
-		if p != nil && controllerutil.ContainsFinalizer(ta, Finalizer) {
-			if err := p.Finalize(ctx, r.Client, r.taskContext(ta, w.Task, max(ta.Status.Attempts, 1), r.Clock.Now())); err != nil {
-				return ctrl.Result{}, fmt.Errorf("finalize: %w", err)
-			}
-		}
-	}
-	if plan.Finish {
-		if err := r.finish(ctx, ta); err != nil {
-			return ctrl.Result{}, err
+	if plan.RemoveFinalizer && p != nil && controllerutil.ContainsFinalizer(ta, Finalizer) {
+		if err := p.Finalize(ctx, r.Client, r.taskContext(ta, w.Task, max(ta.Status.Attempts, 1), r.Clock.Now())); err != nil {
+			return ctrl.Result{}, fmt.Errorf("finalize: %w", err)
 		}
 	}
 	if plan.RemoveFinalizer {
@@ -140,28 +133,6 @@ func (r *Reconciler) deleteObject(ctx context.Context, p plugin.Plugin, namespac
 		return nil
 	}
 	return fmt.Errorf("delete %s/%s: %w", namespace, ref.Name, err)
-}
-
-// finish labels a terminal TaskAction for the garbage collector and releases
-// its finalizer in one write: nothing is left to abort or report.
-func (r *Reconciler) finish(ctx context.Context, ta *flytev1.TaskAction) error {
-	completed, ok := CompletedAt(ta)
-	if !ok {
-		completed = r.Clock.Now()
-	}
-	if ta.Labels[TerminationStatusLabel] == TerminationStatusValue && ta.Labels[CompletedTimeLabel] != "" && !controllerutil.ContainsFinalizer(ta, Finalizer) {
-		return nil
-	}
-	return r.patchMeta(ctx, ta, func(o *flytev1.TaskAction) {
-		if o.Labels == nil {
-			o.Labels = map[string]string{}
-		}
-		o.Labels[TerminationStatusLabel] = TerminationStatusValue
-		if o.Labels[CompletedTimeLabel] == "" {
-			o.Labels[CompletedTimeLabel] = completed.UTC().Format(CompletedTimeLabelFormat)
-		}
-		controllerutil.RemoveFinalizer(o, Finalizer)
-	})
 }
 
 // patchStatus writes only the status fields that changed, by merge patch.

@@ -332,6 +332,7 @@ func (r *rig) run(sc scenario) outcome {
 	r.createTA(newTA(sc.retries))
 	rec := r.reconciler()
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "hello"}}
+	ended := "deleted"
 	for i := 0; i < 200; i++ {
 		_, err := rec.Reconcile(ctx, req)
 		if errors.Is(err, errCrash) {
@@ -344,14 +345,19 @@ func (r *rig) run(sc scenario) outcome {
 		}
 		cur, ok := r.ta()
 		if !ok {
-			return outcome{events: strings.Join(r.svc.order, " "), status: "deleted", writes: r.writes, attempted: r.attempted, differ: r.svc.differ}
+			return outcome{events: strings.Join(r.svc.order, " "), status: ended, writes: r.writes, attempted: r.attempted, differ: r.svc.differ}
 		}
 		reason := ""
 		if c := meta.FindStatusCondition(cur.Status.Conditions, flytev1.ConditionProgressing); c != nil {
 			reason = c.Reason
 		}
-		if IsTerminal(cur) && len(cur.Finalizers) == 0 {
-			return outcome{events: strings.Join(r.svc.order, " "), status: summary(cur), writes: r.writes, attempted: r.attempted, differ: r.svc.differ}
+		if IsTerminal(cur) && cur.DeletionTimestamp.IsZero() {
+			// The whole life: the garbage collector deletes it once it has ended.
+			ended = summary(cur)
+			if err := r.store.Delete(ctx, cur); err != nil {
+				r.t.Fatal(err)
+			}
+			continue
 		}
 		sc.kubelet(r, cur, reason)
 		r.clock.Step(11 * time.Second)

@@ -354,27 +354,33 @@ func (r *Reconciler) newList(p plugin.Plugin) (client.ObjectList, error) {
 	return l, nil
 }
 
-// duplicateOf names the TaskAction that has this one's event identity and
-// came first (created earlier; by namespace/name on a tie), if any.
-func (r *Reconciler) duplicateOf(ctx context.Context, ta *flytev1.TaskAction) (string, error) {
+// duplicateOf finds the TaskAction, if any, whose events this one's could
+// not be told apart from: one with the same action identity that came first
+// (created earlier; by namespace/name on a tie) and either still runs (two
+// runs of one action at once) or was created in the same second (the same
+// epoch, see identityEpoch). An earlier one that has ended or is being
+// deleted is a previous incarnation: this one is a re-run with its own epoch.
+func (r *Reconciler) duplicateOf(ctx context.Context, ta *flytev1.TaskAction) (*twin, error) {
 	ids := actionIdentity(ta)
 	if len(ids) == 0 {
-		return "", nil
+		return nil, nil
 	}
 	l := &flytev1.TaskActionList{}
 	if err := r.Client.List(ctx, l, client.MatchingFields{identityIndex: ids[0]}); err != nil {
-		return "", fmt.Errorf("list TaskActions of %s: %w", ids[0], err)
+		return nil, fmt.Errorf("list TaskActions of %s: %w", ids[0], err)
 	}
 	for i := range l.Items {
 		o := &l.Items[i]
-		if o.UID == ta.UID || !o.DeletionTimestamp.IsZero() {
+		if o.UID == ta.UID || !before(o, ta) {
 			continue
 		}
-		if before(o, ta) {
-			return o.Namespace + "/" + o.Name, nil
+		sameSecond := o.CreationTimestamp.Unix() == ta.CreationTimestamp.Unix()
+		running := o.DeletionTimestamp.IsZero() && !IsTerminal(o)
+		if running || sameSecond {
+			return &twin{Name: o.Namespace + "/" + o.Name, SameSecond: sameSecond}, nil
 		}
 	}
-	return "", nil
+	return nil, nil
 }
 
 func before(a, b *flytev1.TaskAction) bool {

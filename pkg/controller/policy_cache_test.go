@@ -59,8 +59,8 @@ func TestCachePopulatedAfterSuccess(t *testing.T) {
 			}
 			w.Put = &putOutcome{Err: tc.put}
 			p = testDecider.decide(w, t0.Add(time.Minute))
-			if p.Status.CacheStatus != tc.want || evs(p.Events) != "1:SUCCEEDED:v37" || !p.Finish {
-				t.Errorf("cacheStatus %s, events %s, finish %v", p.Status.CacheStatus, evs(p.Events), p.Finish)
+			if p.Status.CacheStatus != tc.want || evs(p.Events) != "1:SUCCEEDED:v37" || !isTerminalStatus(&p.Status) {
+				t.Errorf("cacheStatus %s, events %s, finish %v", p.Status.CacheStatus, evs(p.Events), isTerminalStatus(&p.Status))
 			}
 		})
 	}

@@ -21,7 +21,7 @@ import (
 func (d decider) retry(p *Plan, w World, now time.Time, t transition) {
 	st := &p.Status
 	next := t.attempt + 1
-	ver := eventVersion(st, next, events.PhaseQueued)
+	ver := eventVersion(st, identityEpoch(w.TA), next, events.PhaseQueued)
 	p.Events = append(p.Events, d.event(w, st, retriedAs(t, next), ver))
 	st.Attempts = t.attempt
 	record(st, t, ver, now)

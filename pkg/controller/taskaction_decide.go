@@ -35,7 +35,7 @@ func (d decider) decide(w World, now time.Time) Plan {
 	p := Plan{Status: *w.TA.Status.DeepCopy()}
 	switch {
 	case !w.TA.DeletionTimestamp.IsZero():
-		d.deleted(&p, w)
+		d.deleted(&p, w, now)
 	case isTerminalStatus(&w.TA.Status):
 		d.terminal(&p, w)
 	case w.TA.Spec.ActionType == flytev1.ActionTypeCondition:
@@ -48,8 +48,13 @@ func (d decider) decide(w World, now time.Time) Plan {
 
 // deleted: a TaskAction being deleted is aborted (unless it had ended),
 // then let go.
-func (d decider) deleted(p *Plan, w World) {
+func (d decider) deleted(p *Plan, w World, now time.Time) {
 	if !controllerutil.ContainsFinalizer(w.TA, Finalizer) {
+		return
+	}
+	if hold := releaseHold(w.TA, now); hold > 0 {
+		// Nothing until then: the abort is reported once, when it is let go.
+		p.wake(hold)
 		return
 	}
 	if !isTerminalStatus(&w.TA.Status) {
@@ -58,30 +63,44 @@ func (d decider) deleted(p *Plan, w World) {
 		t := transition{attempt: attempt, phase: plugin.PhasePermanentFailure, final: true, reason: flytev1.ReasonAborted,
 			message: "the TaskAction was deleted", at: w.TA.DeletionTimestamp.Time}
 		// Reported, not persisted: the object is going away.
-		p.Events = append(p.Events, d.event(w, &w.TA.Status, t, eventVersion(&w.TA.Status, attempt, eventPhase(t))))
+		p.Events = append(p.Events, d.event(w, &w.TA.Status, t, eventVersion(&w.TA.Status, identityEpoch(w.TA), attempt, eventPhase(t))))
 		p.Recorded = append(p.Recorded, flytev1.ReasonAborted)
+		p.ReleaseReservation = serializable(w)
 	}
 	d.stopLeftovers(p, w)
 	p.RemoveFinalizer = true
 }
 
-// terminal: level-triggered cleanup of a TaskAction that has ended, until its
-// finalizer is released and it is labelled for the garbage collector.
-func (d decider) terminal(p *Plan, w World) {
-	labelled := w.TA.Labels[TerminationStatusLabel] == TerminationStatusValue && w.TA.Labels[CompletedTimeLabel] != ""
-	held := controllerutil.ContainsFinalizer(w.TA, Finalizer)
-	if held {
-		d.stopLeftovers(p, w)
+// releaseHold is how long a deleted TaskAction is held back: one created and
+// deleted within the same second is let go only once that second has passed
+// (with a second's margin for the clocks), so that a successor of the same
+// name is created in a later second and numbers its events from a later epoch
+// (identityEpoch).
+func releaseHold(ta *flytev1.TaskAction, now time.Time) time.Duration {
+	created := ta.CreationTimestamp.Time
+	if created.IsZero() || ta.DeletionTimestamp.Unix() != created.Unix() {
+		return 0
 	}
-	p.Finish = held || !labelled
+	return max(created.Truncate(time.Second).Add(2*time.Second).Sub(now), 0)
 }
 
-// stopLeftovers stops what a TaskAction that ended (or is being deleted)
-// still holds: the current attempt's pod unless it finished by itself (kept
-// for its logs until the TaskAction goes), the pods of earlier attempts, its
-// cache reservation.
+// terminal: level-triggered cleanup of a TaskAction that has ended. Its
+// finalizer stays until it is deleted, so that an ended TaskAction costs no
+// metadata write and its deletion (by the garbage collector) costs two
+// requests: the DELETE and the release.
+func (d decider) terminal(p *Plan, w World) {
+	if controllerutil.ContainsFinalizer(w.TA, Finalizer) {
+		d.stopLeftovers(p, w)
+	}
+}
+
+// stopLeftovers stops the pods a TaskAction that ended (or is being deleted)
+// still has: the current attempt's pod unless it finished by itself (kept for
+// its logs until the TaskAction goes, then removed by Kubernetes' garbage
+// collector through its owner reference: no request of ours), and the pods of
+// earlier attempts.
 func (d decider) stopLeftovers(p *Plan, w World) {
-	if w.Pod.Holder == holderUs && !w.Pod.Deleting && (!w.Pod.Obs.Finished || !w.TA.DeletionTimestamp.IsZero()) {
+	if w.Pod.Holder == holderUs && !w.Pod.Deleting && !w.Pod.Obs.Finished {
 		p.Delete = append(p.Delete, objectRef{Name: w.Pod.Name, UID: w.Pod.UID})
 	}
 	for _, o := range w.Others {
@@ -89,7 +108,6 @@ func (d decider) stopLeftovers(p *Plan, w World) {
 			p.Delete = append(p.Delete, objectRef{Name: o.Name, UID: o.UID})
 		}
 	}
-	p.ReleaseReservation = serializable(w)
 }
 
 // task advances a task action by one step.
@@ -103,10 +121,8 @@ func (d decider) task(p *Plan, w World, now time.Time) {
 	case w.PluginErr != nil:
 		d.fail(p, w, now, attempt, flytev1.ReasonPluginNotFound, CodePluginNotFound, EventFailedPluginResolve, w.PluginErr.Error())
 		return
-	case w.Duplicate != "":
-		d.fail(p, w, now, attempt, flytev1.ReasonInvalidSpec, CodeDuplicateAction, EventFailedValidation,
-			fmt.Sprintf("TaskAction %s already runs action %s of run %s in project %s, domain %s: events of the two could not be told apart",
-				w.Duplicate, w.TA.Spec.ActionName, w.TA.Spec.RunName, w.TA.Spec.Project, w.TA.Spec.Domain))
+	case w.Duplicate != nil:
+		d.refuseDuplicate(p, w, now, attempt)
 		return
 	}
 	if !controllerutil.ContainsFinalizer(w.TA, Finalizer) {
@@ -251,6 +267,10 @@ func changed(old *flytev1.TaskActionStatus, t transition) bool {
 	if old.Attempts != t.attempt || old.PluginPhase != string(t.phase) {
 		return true
 	}
+	if versionSeq(old.PluginPhaseVersion) == versionSeqMax {
+		// Details of the same phase no longer get a version of their own.
+		return false
+	}
 	c := progressing(old)
 	return c == nil || (t.message != "" && c.Message != truncate(t.message, maxConditionMessage))
 }
@@ -294,7 +314,9 @@ func (d decider) final(p *Plan, w World, now time.Time, t transition) {
 		p.Metrics.TerminalLatency = now.Sub(w.Pod.Obs.OccurredAt)
 	}
 	d.stopLeftovers(p, w)
-	p.Finish = true
+	// Released once, after the end is durable; a crash before that leaves it
+	// to expire (a heartbeat's length).
+	p.ReleaseReservation = serializable(w)
 	p.WakeAfter = 0
 }
 
@@ -309,6 +331,21 @@ func (d decider) fail(p *Plan, w World, now time.Time, attempt uint32, reason, c
 	}
 }
 
+// refuseDuplicate ends a TaskAction whose events could not be told apart
+// from another's. Nothing is reported: under the shared identity, its FAILED
+// would be taken for the other's.
+func (d decider) refuseDuplicate(p *Plan, w World, now time.Time, attempt uint32) {
+	s := w.TA.Spec
+	msg := fmt.Sprintf("TaskAction %s already runs action %s of run %s in project %s, domain %s: events of the two could not be told apart",
+		w.Duplicate.Name, s.ActionName, s.RunName, s.Project, s.Domain)
+	if w.Duplicate.SameSecond {
+		msg = fmt.Sprintf("TaskAction %s of the same action %s of run %s in project %s, domain %s was created in the same second: events of the two could not be told apart; create this one again",
+			w.Duplicate.Name, s.ActionName, s.RunName, s.Project, s.Domain)
+	}
+	d.fail(p, w, now, attempt, flytev1.ReasonInvalidSpec, CodeDuplicateAction, EventFailedValidation, msg)
+	p.Events = nil
+}
+
 func identified(ta *flytev1.TaskAction) bool {
 	s := ta.Spec
 	return s.Project != "" && s.Domain != "" && s.RunName != "" && s.ActionName != ""
@@ -319,7 +356,7 @@ func identified(ta *flytev1.TaskAction) bool {
 func (d decider) report(p *Plan, w World, now time.Time, t transition) {
 	st := &p.Status
 	st.Attempts = t.attempt
-	ver := eventVersion(st, t.attempt, eventPhase(t))
+	ver := eventVersion(st, identityEpoch(w.TA), t.attempt, eventPhase(t))
 	p.Events = append(p.Events, d.event(w, st, t, ver))
 	record(st, t, ver, now)
 	p.Recorded = append(p.Recorded, historyName(t))

@@ -157,17 +157,17 @@ func TestDecide(t *testing.T) {
 			ta.DeletionTimestamp = &deleting
 			return ta
 		}, pod: ours("pod-1", t0, running(t0)), want: want{events: "1:ABORTED:v39", noWrite: true, deletes: "pod-1", removeFin: true}},
-		{name: "deleted after its end: no event", ta: func(t testing.TB) *flytev1.TaskAction {
+		{name: "deleted after its end: no event, its finished pod left to its owner reference", ta: func(t testing.TB) *flytev1.TaskAction {
 			ta := runningTA(t, newTA(0))
 			p := testDecider.decide(worldOf(t, ta, ours("pod-1", t0, succeeded(t0))), t0)
 			ta = applied(ta, p)
 			ta.Finalizers = []string{Finalizer}
 			ta.DeletionTimestamp = &deleting
 			return ta
-		}, pod: ours("pod-1", t0, succeeded(t0)), want: want{noWrite: true, deletes: "pod-1", removeFin: true}},
+		}, pod: ours("pod-1", t0, succeeded(t0)), want: want{noWrite: true, removeFin: true, finish: true}},
 		{name: "another TaskAction has the same identity: refused", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
-			mod:  func(w *World) { w.Duplicate = "other/hello" },
-			want: want{events: "1:FAILED:v6", history: "InvalidSpec", reason: "InvalidSpec", code: CodeDuplicateAction, attempts: 1, finish: true}},
+			mod:  func(w *World) { w.Duplicate = &twin{Name: "other/hello"} },
+			want: want{history: "InvalidSpec", reason: "InvalidSpec", code: CodeDuplicateAction, attempts: 1, finish: true}},
 		{name: "error.pb non-recoverable after exit 0, retries left: fails at once", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(2)) },
 			pod: ours("pod-1", t0, succeeded(now)), mod: runtimeSays("ValueError", core.ExecutionError_USER, false),
 			want: want{events: "1:FAILED:v38", history: "Queued,Executing,PermanentFailure", reason: "PermanentFailure", code: "ValueError", attempts: 1, finish: true}},
@@ -275,8 +275,8 @@ func checkPlan(t *testing.T, ta *flytev1.TaskAction, p Plan, w want) {
 	if got := strings.Join(dels, ","); got != w.deletes {
 		t.Errorf("deletes = %q, want %q", got, w.deletes)
 	}
-	if p.Launch != w.launch || p.Finish != w.finish || p.RemoveFinalizer != w.removeFin {
-		t.Errorf("launch, finish, removeFinalizer = %v, %v, %v; want %v, %v, %v", p.Launch, p.Finish, p.RemoveFinalizer, w.launch, w.finish, w.removeFin)
+	if p.Launch != w.launch || isTerminalStatus(&p.Status) != w.finish || p.RemoveFinalizer != w.removeFin {
+		t.Errorf("launch, finish, removeFinalizer = %v, %v, %v; want %v, %v, %v", p.Launch, isTerminalStatus(&p.Status), p.RemoveFinalizer, w.launch, w.finish, w.removeFin)
 	}
 	switch {
 	case w.wake == -1 && p.WakeAfter <= 0:

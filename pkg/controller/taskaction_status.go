@@ -182,18 +182,46 @@ func phaseOrdinal(p events.Phase) uint32 {
 	return 15
 }
 
-// eventVersion numbers the next event of attempt: a sequence number derived
-// from the durable status, times 16, plus the phase. An event re-sent after a
-// crash before its status write carries the same version again (the service
-// stores it once), and two different phases of one attempt never share a
-// version, whatever crashed in between.
-func eventVersion(st *flytev1.TaskActionStatus, attempt uint32, p events.Phase) uint32 {
+// An event's version: the epoch of the TaskAction's identity in 16 bits, a
+// sequence number in the next 11, the phase in the low 4: 31 bits, as the
+// status's pluginPhaseVersion is an int32 in the API.
+const (
+	versionPhaseBits = 4
+	versionSeqBits   = 11
+	versionSeqMax    = 1<<versionSeqBits - 1
+	versionEpochMask = 1<<16 - 1
+)
+
+// identityEpoch tells apart the incarnations of one action identity
+// (project, domain, run, action): a TaskAction deleted and created again under
+// the same identity numbers its events from its own creation second, so the
+// events service neither drops them as duplicates of the earlier one's nor
+// ranks them below (its latest event of an attempt is the highest version).
+// Creation seconds are compared modulo 2^16 (about 18 hours): incarnations
+// that far apart are told apart, only the ranking can wrap. The same second
+// twice is ruled out: see holdRelease and duplicateOf.
+func identityEpoch(ta *flytev1.TaskAction) uint32 {
+	if ta.CreationTimestamp.IsZero() {
+		return 0
+	}
+	return uint32(ta.CreationTimestamp.Unix()) & versionEpochMask
+}
+
+// eventVersion numbers the next event of attempt: the identity's epoch, a
+// sequence number derived from the durable status, and the phase. An event
+// re-sent after a crash before its status write carries the same version
+// again (the service stores it once), and two different phases of one attempt
+// never share a version, whatever crashed in between.
+func eventVersion(st *flytev1.TaskActionStatus, epoch, attempt uint32, p events.Phase) uint32 {
 	seq := uint32(0)
 	if st.Attempts == attempt && st.PluginPhase != "" {
-		seq = st.PluginPhaseVersion>>4 + 1
+		seq = min(versionSeq(st.PluginPhaseVersion)+1, versionSeqMax)
 	}
-	return seq<<4 | phaseOrdinal(p)
+	return epoch<<(versionSeqBits+versionPhaseBits) | seq<<versionPhaseBits | phaseOrdinal(p)
 }
+
+// versionSeq is the sequence number of a recorded version.
+func versionSeq(v uint32) uint32 { return v >> versionPhaseBits & versionSeqMax }
 
 // historyName is the phaseHistory entry (and condition reason) of a transition.
 func historyName(t transition) string {

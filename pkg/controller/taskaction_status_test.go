@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -243,5 +244,85 @@ func TestEndRecordedWhenRecorded(t *testing.T) {
 	last := done.Status.PhaseHistory[len(done.Status.PhaseHistory)-1]
 	if !last.OccurredAt.Time.Equal(ended) {
 		t.Errorf("history says it ended at %v, want %v", last.OccurredAt, ended)
+	}
+}
+
+// TestIdentityEpoch is issue 10, item 8 (second half): a TaskAction deleted
+// and created again under the same run and action identity numbers its
+// events from its own creation second, so none of them has the identity of
+// an earlier incarnation's event, and they rank above them.
+func TestIdentityEpoch(t *testing.T) {
+	first, again := newTA(0), newTA(0)
+	again.CreationTimestamp = metav1.NewTime(first.CreationTimestamp.Add(90 * time.Second))
+	run := func(ta *flytev1.TaskAction) []events.Event {
+		var out []events.Event
+		w := worldOf(t, ta, ours("pod-1", t0, plugin.Observation{Phase: plugin.PhaseQueued}))
+		w.Launch = &launchOutcome{}
+		p := testDecider.decide(w, t0)
+		out = append(out, p.Events...)
+		ta = applied(ta, p)
+		for _, obs := range []plugin.Observation{running(t0), succeeded(t0)} {
+			p = testDecider.decide(worldOf(t, ta, ours("pod-1", t0, obs)), t0)
+			out = append(out, p.Events...)
+			ta = applied(ta, p)
+		}
+		return out
+	}
+	a, b := run(first), run(again)
+	if evs(a) != evs(b) {
+		t.Fatalf("the incarnations ran differently: %s and %s", evs(a), evs(b))
+	}
+	seen := map[string]bool{}
+	for _, e := range a {
+		seen[fmt.Sprintf("%d/%s/%d", e.Attempt, e.Phase, e.Version)] = true
+	}
+	for i, e := range b {
+		if e.Version < 0 {
+			t.Errorf("event %d: version %d does not fit the API's int32", i, e.Version)
+		}
+		if seen[fmt.Sprintf("%d/%s/%d", e.Attempt, e.Phase, e.Version)] {
+			t.Errorf("event %d of the second incarnation has the identity of the first's: %d/%s/v%d", i, e.Attempt, e.Phase, e.Version)
+		}
+		if uint32(e.Version) <= uint32(a[len(a)-1].Version) {
+			t.Errorf("event %d of the second incarnation (v%d) ranks below the first's last (v%d)", i, uint32(e.Version), uint32(a[len(a)-1].Version))
+		}
+	}
+}
+
+// TestVersionSequenceSaturates: details of one phase past the sequence's end
+// are no longer reported (they would reuse a version); a new phase still is,
+// with a version of its own.
+func TestVersionSequenceSaturates(t *testing.T) {
+	ta := runningTA(t, newTA(0))
+	ta.Status.PluginPhaseVersion = identityEpoch(ta)<<15 | versionSeqMax<<4 | phaseOrdinal(events.PhaseRunning)
+	detail := transition{attempt: 1, phase: plugin.PhaseRunning, message: "something new"}
+	if changed(&ta.Status, detail) {
+		t.Error("a detail of the same phase past the sequence's end is reported")
+	}
+	v := eventVersion(&ta.Status, identityEpoch(ta), 1, events.PhaseSucceeded)
+	if v == ta.Status.PluginPhaseVersion || versionSeq(v) != versionSeqMax || v>>15 != identityEpoch(ta) || v > math.MaxInt32 {
+		t.Errorf("SUCCEEDED after a saturated RUNNING: v%#x (RUNNING v%#x)", v, ta.Status.PluginPhaseVersion)
+	}
+}
+
+func TestReleaseHold(t *testing.T) {
+	created := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name         string
+		deleted, now time.Time
+		want         time.Duration
+	}{
+		{"deleted in a later second", created.Add(time.Second), created.Add(time.Second), 0},
+		{"deleted in its creation second", created.Add(300 * time.Millisecond), created.Add(400 * time.Millisecond), 1600 * time.Millisecond},
+		{"that second and the margin passed", created.Add(300 * time.Millisecond), created.Add(2 * time.Second), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ta := newTA(0)
+			ta.CreationTimestamp = metav1.NewTime(created)
+			ta.DeletionTimestamp = &metav1.Time{Time: tc.deleted}
+			if got := releaseHold(ta, tc.now); got != tc.want {
+				t.Errorf("releaseHold = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -61,6 +61,13 @@ type inputsKey struct {
 	Err error
 }
 
+// twin is a TaskAction with the same action identity as another.
+type twin struct {
+	Name string
+	// SameSecond: both were created in the same second (one epoch).
+	SameSecond bool
+}
+
 // World is everything one reconcile decides from, gathered before deciding.
 type World struct {
 	TA *flytev1.TaskAction
@@ -69,8 +76,9 @@ type World struct {
 	SpecErr error
 	// PluginErr says no plugin serves the task type.
 	PluginErr error
-	// Duplicate names another TaskAction with the same run and action identity.
-	Duplicate string
+	// Duplicate is another TaskAction whose events this one's could not be
+	// told apart from (nil: none).
+	Duplicate *twin
 
 	// Pod is the current attempt's object under its name.
 	Pod resource
@@ -136,8 +144,6 @@ type Plan struct {
 	// Destructive actions, after the status is persisted.
 	Delete             []objectRef
 	ReleaseReservation bool
-	// Finish labels a terminal TaskAction and releases its finalizer, last.
-	Finish bool
 	// RemoveFinalizer lets a deleted TaskAction go, last.
 	RemoveFinalizer bool
 

@@ -20,19 +20,24 @@ import (
 	"github.com/taskaction/executor/pkg/metrics"
 )
 
-// DefaultPageSize bounds the TaskActions one List call returns, and so what a
-// sweep holds in memory at once.
-const DefaultPageSize = 500
+// TerminalIndex is the field index of the manager's cache that lists the
+// terminal TaskActions (value "true"). The sweep reads the cache the
+// reconciler keeps anyway: no List request, no copy of the objects, and no
+// label write on every TaskAction to find them by.
+const TerminalIndex = "executor.flyte.org/terminal"
 
-// maxRestarts bounds how often a sweep starts its listing over when its
-// continue token expired (etcd compacted it during a long sweep).
-const maxRestarts = 3
+// IndexTerminal is the index function of TerminalIndex.
+func IndexTerminal(o client.Object) []string {
+	if ta, ok := o.(*flytev1.TaskAction); ok && controller.IsTerminal(ta) {
+		return []string{"true"}
+	}
+	return nil
+}
 
 // GC is a manager Runnable that sweeps terminal TaskActions once at start and
 // then every Interval, on the leader only.
 type GC struct {
-	// Reader lists from the API server; it must not be the cache, which holds
-	// every TaskAction and does not page.
+	// Reader lists from a cache that has TerminalIndex.
 	Reader client.Reader
 	// Writer deletes.
 	Writer client.Writer
@@ -40,8 +45,6 @@ type GC struct {
 	Interval time.Duration
 	// MaxTTL is how long a terminal TaskAction is kept; positive.
 	MaxTTL time.Duration
-	// PageSize is the List limit; 0 means DefaultPageSize.
-	PageSize int64
 	// Clock tells the time and ticks; nil means the real clock.
 	Clock clock.WithTicker
 
@@ -51,12 +54,12 @@ type GC struct {
 
 // Result counts what one sweep saw and did.
 type Result struct {
-	Listed      int // TaskActions labelled terminated
+	Listed      int // TaskActions the index lists as terminal
 	Deleted     int
 	AlreadyGone int // NotFound on delete
 	Recreated   int // UID precondition failed: a new object under the same name, kept
 	Failed      int // other delete errors, retried on the next sweep
-	NotTerminal int // labelled terminated but not terminal: never deleted
+	NotTerminal int // listed but not terminal (a stale index entry): never deleted
 	Kept        int // terminal but not expired, already deleting, or of unknown age
 }
 
@@ -74,15 +77,18 @@ func New(reader client.Reader, writer client.Writer, cfg config.GCConfig) (*GC, 
 	return &GC{Reader: reader, Writer: writer, Interval: cfg.Interval.Duration, MaxTTL: cfg.MaxTTL.Duration}, nil
 }
 
-// Add adds the garbage collector to mgr, listing through the uncached API
-// reader. It adds nothing when gc is disabled.
+// Add adds the garbage collector to mgr, listing through the manager's cache
+// (indexed by TerminalIndex). It adds nothing when gc is disabled.
 func Add(mgr manager.Manager, cfg config.GCConfig) error {
 	if cfg.Interval.Duration <= 0 {
 		return nil
 	}
-	g, err := New(mgr.GetAPIReader(), mgr.GetClient(), cfg)
+	g, err := New(mgr.GetClient(), mgr.GetClient(), cfg)
 	if err != nil {
 		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &flytev1.TaskAction{}, TerminalIndex, IndexTerminal); err != nil {
+		return fmt.Errorf("index terminal TaskActions: %w", err)
 	}
 	if err := mgr.Add(g); err != nil {
 		return fmt.Errorf("add garbage collector: %w", err)
@@ -135,42 +141,24 @@ func (g *GC) runSweep(ctx context.Context) {
 	}
 }
 
-// Sweep lists the TaskActions labelled terminated page by page and deletes
-// those expired. Delete failures are counted and do not stop it; a List
-// failure ends it with an error.
+// Sweep lists the terminal TaskActions and deletes those expired. Delete
+// failures are counted and do not stop it; a List failure ends it with an
+// error.
 func (g *GC) Sweep(ctx context.Context) (Result, error) {
 	var res Result
 	now := g.clock().Now()
-	pageSize := g.PageSize
-	if pageSize <= 0 {
-		pageSize = DefaultPageSize
+	list := &flytev1.TaskActionList{}
+	// Read only: the objects are the cache's own.
+	if err := g.Reader.List(ctx, list, client.MatchingFields{TerminalIndex: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+		return res, fmt.Errorf("list terminal TaskActions: %w", err)
 	}
-	cont, restarts := "", 0
-	for {
-		list := &flytev1.TaskActionList{}
-		err := g.Reader.List(ctx, list,
-			client.MatchingLabels{controller.TerminationStatusLabel: controller.TerminationStatusValue},
-			client.Limit(pageSize), client.Continue(cont))
-		if apierrors.IsResourceExpired(err) && cont != "" && restarts < maxRestarts {
-			// What was deleted is gone from the new listing, so starting over
-			// repeats only the checks of what was kept.
-			restarts++
-			cont = ""
-			continue
+	for i := range list.Items {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
 		}
-		if err != nil {
-			return res, fmt.Errorf("list terminated TaskActions: %w", err)
-		}
-		for i := range list.Items {
-			if ctx.Err() != nil {
-				return res, ctx.Err()
-			}
-			g.collect(ctx, &list.Items[i], now, &res)
-		}
-		if cont = list.Continue; cont == "" {
-			return res, nil
-		}
+		g.collect(ctx, &list.Items[i], now, &res)
 	}
+	return res, nil
 }
 
 // collect decides on one listed TaskAction and deletes it if it is due.
@@ -182,7 +170,7 @@ func (g *GC) collect(ctx context.Context, ta *flytev1.TaskAction, now time.Time,
 	case why == reasonNotTerminal:
 		res.NotTerminal++
 		// Per object at V(1): the sweep summary counts them at Info every sweep.
-		log.V(1).Info("not deleting a TaskAction labelled terminated that is not terminal")
+		log.V(1).Info("not deleting a TaskAction listed as terminal that is not terminal")
 		return
 	case !due:
 		res.Kept++
@@ -214,8 +202,8 @@ func (g *GC) collect(ctx context.Context, ta *flytev1.TaskAction, now time.Time,
 }
 
 // delete deletes the TaskAction with this UID, and no other one of the same
-// name. One DELETE: the reconciler removed the finalizer when the TaskAction
-// became terminal. Background propagation lets its pods go with it.
+// name. The reconciler then releases its finalizer (the deletion's second and
+// last request). Background propagation lets its pods go with it.
 func (g *GC) delete(ctx context.Context, namespace, name string, uid types.UID) (string, error) {
 	ta := &flytev1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	err := g.Writer.Delete(ctx, ta, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
@@ -272,8 +260,9 @@ func isTerminal(ta *flytev1.TaskAction) bool { return controller.IsTerminal(ta) 
 // terminalTime is when the executor recorded ta's end (its Succeeded or Failed
 // condition, written when the end was recorded, not when the pod finished: an
 // outage longer than the TTL does not make a fresh result collectable at once),
-// or else the end of the minute its completed-time label names, so that the
-// label's minute precision never makes a TaskAction go before maxTTL has passed.
+// or else the end of the minute its completed-time label names (written by
+// Flyte's executor, which the executor may have replaced), so that the label's
+// minute precision never makes a TaskAction go before maxTTL has passed.
 func terminalTime(ta *flytev1.TaskAction) (time.Time, bool) {
 	if at, ok := controller.CompletedAt(ta); ok {
 		return at, true

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -37,9 +37,11 @@ import (
 var (
 	env *testenv.Env
 	k8s client.Client // the test's own, uninstrumented
-	// gcClient is the collector's client; its requests are counted in
+	// gcClient is the collector's client: it reads from gcCache, as the
+	// collector reads the manager's cache, and its requests are counted in
 	// executor_api_requests_total, so tests can tell what the collector sent.
 	gcClient client.Client
+	gcCache  cache.Cache
 )
 
 func TestMain(m *testing.M) {
@@ -52,14 +54,33 @@ func TestMain(m *testing.M) {
 	k8s = env.Client
 	cfg := rest.CopyConfig(env.Config)
 	metrics.InstrumentRESTConfig(cfg)
-	if gcClient, err = client.New(cfg, client.Options{Scheme: setup.Scheme()}); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	if err = startCache(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		cancel()
 		_ = env.Stop()
 		os.Exit(1)
 	}
 	code := m.Run()
+	cancel()
 	_ = env.Stop()
 	os.Exit(code)
+}
+
+func startCache(ctx context.Context, cfg *rest.Config) error {
+	var err error
+	if gcCache, err = cache.New(cfg, cache.Options{Scheme: setup.Scheme()}); err != nil {
+		return err
+	}
+	if err = gcCache.IndexField(ctx, &flytev1.TaskAction{}, gc.TerminalIndex, gc.IndexTerminal); err != nil {
+		return err
+	}
+	go func() { _ = gcCache.Start(ctx) }()
+	if !gcCache.WaitForCacheSync(ctx) {
+		return errors.New("the collector's cache did not sync")
+	}
+	gcClient, err = client.New(cfg, client.Options{Scheme: setup.Scheme(), Cache: &client.CacheOptions{Reader: gcCache}})
+	return err
 }
 
 func zapLevel() int8 {
@@ -155,6 +176,11 @@ func create(t *testing.T, ns string, o object) *flytev1.TaskAction {
 	if err := k8s.Status().Update(ctx, ta); err != nil {
 		t.Fatalf("status of %s: %v", o.name, err)
 	}
+	// The collector reads the cache: wait until it has seen the object as written.
+	waitFor(t, "the cache to see "+o.name, func() bool {
+		got := &flytev1.TaskAction{}
+		return gcCache.Get(ctx, client.ObjectKeyFromObject(ta), got) == nil && got.ResourceVersion == ta.ResourceVersion
+	})
 	return ta
 }
 
@@ -248,7 +274,7 @@ func TestSweepDeletesExpiredKeepsFreshAndNonTerminal(t *testing.T) {
 	// Not terminal, whatever the labels say.
 	create(t, ns, object{name: "running-labelled", state: running, labels: terminatedLabels(old)})
 	create(t, ns, object{name: "no-status-labelled", state: -1, labels: terminatedLabels(old)})
-	// Expired by its status but not labelled: not a candidate (the reconciler labels it first).
+	// Expired by its status, with no label: the status decides.
 	create(t, ns, object{name: "unlabelled", state: succeeded, completedAt: &old})
 
 	deletes := counter(t, "executor_api_requests_total", map[string]string{"verb": "delete", "resource": "taskactions.flyte.org", "code": "200"})
@@ -257,24 +283,25 @@ func TestSweepDeletesExpiredKeepsFreshAndNonTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := gc.Result{Listed: 8, Deleted: 3, NotTerminal: 2, Kept: 3}
+	// The ones not terminal are not even listed.
+	want := gc.Result{Listed: 7, Deleted: 4, Kept: 3}
 	if res != want {
 		t.Errorf("sweep = %+v, want %+v", res, want)
 	}
-	wantGone(t, ns, "old-succeeded", "old-failed", "label-only-old")
-	wantKept(t, ns, "fresh", "label-only-fresh", "bad-label", "running-labelled", "no-status-labelled", "unlabelled")
+	wantGone(t, ns, "old-succeeded", "old-failed", "label-only-old", "unlabelled")
+	wantKept(t, ns, "fresh", "label-only-fresh", "bad-label", "running-labelled", "no-status-labelled")
 
 	// One DELETE per deleted TaskAction and nothing else written.
-	if d := counter(t, "executor_api_requests_total", map[string]string{"verb": "delete", "resource": "taskactions.flyte.org", "code": "200"}) - deletes; d != 3 {
-		t.Errorf("collector sent %v DELETEs, want 3", d)
+	if d := counter(t, "executor_api_requests_total", map[string]string{"verb": "delete", "resource": "taskactions.flyte.org", "code": "200"}) - deletes; d != 4 {
+		t.Errorf("collector sent %v DELETEs, want 4", d)
 	}
 	for _, verb := range []string{"patch", "update", "get"} {
 		if n := counter(t, "executor_api_requests_total", map[string]string{"verb": verb, "resource": "taskactions.flyte.org"}); n != 0 {
 			t.Errorf("collector sent %v %s requests, want none", n, verb)
 		}
 	}
-	if d := counter(t, "executor_gc_deletions_total", map[string]string{"outcome": metrics.GCDeleted}) - deleted; d != 3 {
-		t.Errorf("executor_gc_deletions_total{outcome=deleted} grew by %v, want 3", d)
+	if d := counter(t, "executor_gc_deletions_total", map[string]string{"outcome": metrics.GCDeleted}) - deleted; d != 4 {
+		t.Errorf("executor_gc_deletions_total{outcome=deleted} grew by %v, want 4", d)
 	}
 
 	// The fresh one goes once its TTL has passed, the label-only one a minute
@@ -292,56 +319,7 @@ func TestSweepDeletesExpiredKeepsFreshAndNonTerminal(t *testing.T) {
 	// The recorded end (the terminal condition's time) decides, whatever a
 	// hand-written label says.
 	wantGone(t, ns, "label-only-fresh", "bad-label")
-	wantKept(t, ns, "running-labelled", "no-status-labelled", "unlabelled")
-}
-
-// pagingReader records the size of every page the collector gets.
-type pagingReader struct {
-	client.Reader
-	mu    sync.Mutex
-	pages []int
-	limit []int64
-}
-
-func (r *pagingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	err := r.Reader.List(ctx, list, opts...)
-	o := (&client.ListOptions{}).ApplyOptions(opts)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if l, ok := list.(*flytev1.TaskActionList); ok && err == nil {
-		r.pages = append(r.pages, len(l.Items))
-	}
-	r.limit = append(r.limit, o.Limit)
-	return err
-}
-
-func TestSweepPaginates(t *testing.T) {
-	ns := namespace(t)
-	now := time.Now().Truncate(time.Second)
-	for i := range 5 {
-		create(t, ns, expired(fmt.Sprintf("a%d", i), now, 2*ttl))
-	}
-	create(t, ns, expired("fresh", now, time.Minute))
-	r := &pagingReader{Reader: gcClient}
-	g := newGC(clocktesting.NewFakeClock(now))
-	g.Reader, g.PageSize = r, 2
-	res, err := g.Sweep(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Listed != 6 || res.Deleted != 5 || res.Kept != 1 {
-		t.Errorf("sweep = %+v, want 6 listed, 5 deleted, 1 kept", res)
-	}
-	if len(r.pages) != 3 {
-		t.Errorf("pages = %v, want 3 pages of at most 2", r.pages)
-	}
-	for i, n := range r.pages {
-		if n > 2 || r.limit[i] != 2 {
-			t.Errorf("page %d had %d items with limit %d, want at most 2 with limit 2", i, n, r.limit[i])
-		}
-	}
-	wantGone(t, ns, "a0", "a1", "a2", "a3", "a4")
-	wantKept(t, ns, "fresh")
+	wantKept(t, ns, "running-labelled", "no-status-labelled")
 }
 
 func TestRecreatedUnderSameNameSurvives(t *testing.T) {
@@ -425,7 +403,7 @@ func TestDeleteFailureDoesNotStopTheSweep(t *testing.T) {
 	w := &flakyWriter{Writer: gcClient, name: "b"}
 	w.failing.Store(true)
 	g := newGC(clocktesting.NewFakeClock(now))
-	g.Writer, g.PageSize = w, 1 // b fails in the middle of the listing
+	g.Writer = w // b fails in the middle of the listing
 	failedBefore := counter(t, "executor_gc_deletions_total", map[string]string{"outcome": metrics.GCFailed})
 	res, err := g.Sweep(context.Background())
 	if err != nil {
@@ -523,7 +501,7 @@ func TestNewAndAdd(t *testing.T) {
 	if _, err := gc.New(gcClient, gcClient, bad); err == nil || err.Error() != "gc.maxTTL must be positive when gc is enabled" {
 		t.Errorf("New(maxTTL 0) error = %v", err)
 	}
-	rm := &recordingManager{reader: gcClient, client: gcClient}
+	rm := &recordingManager{reader: gcClient, client: gcClient, indexer: &recordingIndexer{}}
 	if err := gc.Add(rm, bad); err == nil || len(rm.added) != 0 {
 		t.Errorf("Add(maxTTL 0) = %v with %d runnables added, want an error and none", err, len(rm.added))
 	}
@@ -540,7 +518,10 @@ func TestNewAndAdd(t *testing.T) {
 		t.Fatalf("Add added a %T, want *gc.GC", rm.added[0])
 	}
 	if !g.NeedLeaderElection() || g.Interval != time.Minute || g.MaxTTL != 5*time.Second || g.Reader != client.Reader(gcClient) {
-		t.Errorf("added %+v, want a leader-elected GC with interval 1m, maxTTL 5s, reading through the API reader", g)
+		t.Errorf("added %+v, want a leader-elected GC with interval 1m, maxTTL 5s, reading through the manager's client", g)
+	}
+	if got := rm.indexer.fields; len(got) != 1 || got[0] != gc.TerminalIndex {
+		t.Errorf("indexed %v, want the terminal index", got)
 	}
 }
 
@@ -548,14 +529,25 @@ func TestNewAndAdd(t *testing.T) {
 // panics on the nil Manager.
 type recordingManager struct {
 	manager.Manager
-	reader client.Reader
-	client client.Client
-	added  []manager.Runnable
+	reader  client.Reader
+	client  client.Client
+	indexer *recordingIndexer
+	added   []manager.Runnable
 }
 
 func (m *recordingManager) Add(r manager.Runnable) error { m.added = append(m.added, r); return nil }
 func (m *recordingManager) GetAPIReader() client.Reader  { return m.reader }
 func (m *recordingManager) GetClient() client.Client     { return m.client }
+func (m *recordingManager) GetFieldIndexer() client.FieldIndexer {
+	return m.indexer
+}
+
+type recordingIndexer struct{ fields []string }
+
+func (r *recordingIndexer) IndexField(_ context.Context, _ client.Object, field string, _ client.IndexerFunc) error {
+	r.fields = append(r.fields, field)
+	return nil
+}
 
 // TestRunsUnderTheManager runs the collector as the issue configures it, in a
 // leader-elected manager with the real clock: gc.maxTTL 5s means about 5s.
@@ -610,42 +602,4 @@ func TestRunsUnderTheManager(t *testing.T) {
 	if el := time.Since(now); el < 4*time.Second || el > 8*time.Second {
 		t.Errorf("new was deleted %v after it ended, want about 5s", el)
 	}
-}
-
-// expiringReader answers the first continued List with 410 Gone, as the API
-// server does once etcd compacted the revision of a long sweep's token.
-type expiringReader struct {
-	client.Reader
-	expired bool
-	calls   int
-}
-
-func (r *expiringReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	r.calls++
-	if o := (&client.ListOptions{}).ApplyOptions(opts); o.Continue != "" && !r.expired {
-		r.expired = true
-		return apierrors.NewResourceExpired("the provided continue parameter is too old")
-	}
-	return r.Reader.List(ctx, list, opts...)
-}
-
-func TestSweepStartsOverWhenItsContinueTokenExpired(t *testing.T) {
-	ns := namespace(t)
-	now := time.Now().Truncate(time.Second)
-	create(t, ns, expired("fresh", now, time.Minute)) // kept, and listed again after the restart
-	for i := range 4 {
-		create(t, ns, expired(fmt.Sprintf("e%d", i), now, 2*ttl))
-	}
-	r := &expiringReader{Reader: gcClient}
-	g := newGC(clocktesting.NewFakeClock(now))
-	g.Reader, g.PageSize = r, 2
-	res, err := g.Sweep(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !r.expired || res.Deleted != 4 || res.Failed != 0 {
-		t.Errorf("sweep = %+v (token expired: %v), want all 4 expired deleted after starting over", res, r.expired)
-	}
-	wantGone(t, ns, "e0", "e1", "e2", "e3")
-	wantKept(t, ns, "fresh")
 }

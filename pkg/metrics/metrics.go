@@ -113,6 +113,10 @@ func init() {
 		gcDeletions, gcSweepDuration,
 		apiRequests, apiRequestDuration,
 	)
+	// How long requests waited for the client's own QPS budget
+	// (rest_client_rate_limiter_duration_seconds): whether kubeAPIQPS is what
+	// bounds the executor.
+	ctrlmetrics.RegisterRESTClientMetrics(ctrlmetrics.MetricRateLimiterLatency)
 }
 
 // Transition counts one phase transition the reconciler recorded. phase is

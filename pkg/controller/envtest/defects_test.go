@@ -2,6 +2,7 @@ package envtest_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/controller"
+	"github.com/taskaction/executor/pkg/events"
 )
 
 // TestForeignPodIsNeverTouched is issue 10, item 5: a pod that holds the
@@ -180,5 +182,58 @@ func TestDuplicateIdentityIsRefused(t *testing.T) {
 		}
 	} else {
 		waitPodGone(t, ns1, "twin-0") // refused after its launch: its pod is stopped
+	}
+}
+
+// TestRecreatedTaskActionIsToldApart is issue 10, item 8 (second half): a
+// TaskAction deleted and created again under the same name (the same run and
+// action identity) reports events of its own: none is dropped as a duplicate
+// of the first one's, and the last one (the highest version) is the second
+// one's outcome. No sleep: the executor lets the first go only once its
+// creation second has passed, so the second is created in a later second.
+func TestRecreatedTaskActionIsToldApart(t *testing.T) {
+	ns := namespace(t)
+	first := create(t, validTaskAction(ns, "again"))
+	pod := waitPod(t, ns, "again-0")
+	setPodStatus(t, pod, podTerminated(pod, corev1.PodFailed, 1, "Error", "boom"))
+	waitReason(t, ns, "again", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
+	firstEvents := len(eventsOf(ns, "again"))
+	if err := k8s.Delete(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the first TaskAction to be gone", func() bool {
+		return apierrors.IsNotFound(k8s.Get(context.Background(), client.ObjectKeyFromObject(first), &flytev1.TaskAction{}))
+	})
+	// Its finished pod goes with it by Kubernetes' garbage collector, which
+	// envtest does not run: do its part.
+	if err := k8s.Delete(context.Background(), pod); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	waitPodGone(t, ns, "again-0")
+
+	second := create(t, validTaskAction(ns, "again"))
+	if second.CreationTimestamp.Unix() == first.CreationTimestamp.Unix() {
+		t.Fatalf("both created at %v: the first was let go within its creation second", first.CreationTimestamp)
+	}
+	pod = waitPod(t, ns, "again-0")
+	setPodStatus(t, pod, podTerminated(pod, corev1.PodSucceeded, 0, "Completed", ""))
+	waitReason(t, ns, "again", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+
+	evs := eventsOf(ns, "again")
+	id := func(e events.Event) string { return fmt.Sprintf("%d/%s/%d", e.Attempt, e.Phase, e.Version) }
+	firstIDs := map[string]bool{}
+	var last events.Event
+	for i, e := range evs {
+		if i < firstEvents {
+			firstIDs[id(e)] = true
+		} else if firstIDs[id(e)] {
+			t.Errorf("the second TaskAction reported %s, an identity of the first's: %s", id(e), phasesOf(evs))
+		}
+		if uint32(e.Version) >= uint32(last.Version) {
+			last = e
+		}
+	}
+	if len(evs) <= firstEvents || last.Phase != events.PhaseSucceeded {
+		t.Errorf("events %s (the first TaskAction's: %d); the highest version is %s, want the second's SUCCEEDED", phasesOf(evs), firstEvents, last.Phase)
 	}
 }

@@ -1,12 +1,16 @@
 package envtest_test
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 )
@@ -14,7 +18,13 @@ import (
 // runToSuccess creates n TaskActions, plays the kubelet for their pods
 // (Running, then Succeeded) and returns the executor's API requests per
 // TaskAction by "VERB resource code".
-func runToSuccess(t testing.TB, n int) map[string]float64 {
+// lifeCost is what TaskActions cost the API server in the executor's requests
+// (request key → requests per TaskAction): from creation to the end, and for
+// the deletion after it (as the garbage collector's DELETE, which is not
+// counted here, starts it).
+type lifeCost struct{ run, deletion map[string]float64 }
+
+func runToSuccess(t testing.TB, n int) lifeCost {
 	ns := namespace(t)
 	before := counter.snapshot()
 	for i := 0; i < n; i++ {
@@ -31,13 +41,26 @@ func runToSuccess(t testing.TB, n int) map[string]float64 {
 		setPodStatus(t, pod, podTerminated(pod, corev1.PodSucceeded, 0, "Completed", ""))
 	}
 	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("req-%d", i)
-		eventually(t, 20e9, name+" terminal and released", func() bool {
-			ta := get(t, ns, name)
-			return len(ta.Finalizers) == 0 && ta.Labels["flyte.org/termination-status"] == "terminated"
+		waitReason(t, ns, fmt.Sprintf("req-%d", i), flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	}
+	ended := counter.snapshot()
+	for i := 0; i < n; i++ {
+		ta := get(t, ns, fmt.Sprintf("req-%d", i))
+		if err := k8s.Delete(context.Background(), ta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		key := client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("req-%d", i)}
+		eventually(t, 20*time.Second, key.Name+" gone", func() bool {
+			return apierrors.IsNotFound(k8s.Get(context.Background(), key, &flytev1.TaskAction{}))
 		})
 	}
-	after := counter.snapshot()
+	gone := counter.snapshot()
+	return lifeCost{run: perTaskAction(before, ended, n), deletion: perTaskAction(ended, gone, n)}
+}
+
+func perTaskAction(before, after map[string]int, n int) map[string]float64 {
 	per := map[string]float64{}
 	for k, v := range after {
 		if d := v - before[k]; d > 0 && !strings.Contains(k, "events") {
@@ -47,13 +70,9 @@ func runToSuccess(t testing.TB, n int) map[string]float64 {
 	return per
 }
 
-// TestAPIRequestsPerTaskAction counts what one successful TaskAction costs the
-// API server (Kubernetes Events excluded: a success emits none).
-func TestAPIRequestsPerTaskAction(t *testing.T) {
-	const n = 20
-	per := runToSuccess(t, n)
+// tally sums requests per TaskAction into reads, writes and conflicts.
+func tally(t testing.TB, what string, per map[string]float64) (reads, writes, conflicts float64) {
 	var keys []string
-	reads, writes, conflicts := 0.0, 0.0, 0.0
 	for k, v := range per {
 		keys = append(keys, k)
 		switch {
@@ -68,18 +87,36 @@ func TestAPIRequestsPerTaskAction(t *testing.T) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		t.Logf("%-40s %.2f per TaskAction", k, per[k])
+		t.Logf("%s: %-40s %.2f per TaskAction", what, k, per[k])
 	}
+	return reads, writes, conflicts
+}
+
+// TestAPIRequestsPerTaskAction counts what one successful TaskAction costs the
+// API server (Kubernetes Events excluded: a success emits none), from its
+// creation to its end and for its deletion. The test waits for each phase,
+// so nothing is coalesced: finalizer, pod, Queued, Running, Succeeded (four
+// when the admission webhook adds the finalizer); the deletion's one request
+// of the executor is the finalizer's release (the pod, finished, goes with
+// its owner by Kubernetes' garbage collector).
+func TestAPIRequestsPerTaskAction(t *testing.T) {
+	const n = 20
+	cost := runToSuccess(t, n)
+	reads, writes, conflicts := tally(t, "run", cost.run)
 	t.Logf("per successful TaskAction: %.2f reads, %.2f writes, %.2f conflicts (n=%d)", reads, writes, conflicts, n)
-	// finalizer, pod, Queued, Running, Succeeded status, terminal labels+finalizer release.
-	if writes > 6 {
-		t.Errorf("%.2f writes per TaskAction, want at most 6", writes)
+	if writes > 5 {
+		t.Errorf("%.2f writes per TaskAction, want at most 5", writes)
 	}
 	if conflicts > 0 {
 		t.Errorf("%.2f conflicts per TaskAction, want none", conflicts)
 	}
 	if reads > 0.5 {
 		t.Errorf("%.2f reads per TaskAction: reconciles should read from the cache", reads)
+	}
+	dreads, dwrites, dconflicts := tally(t, "deletion", cost.deletion)
+	t.Logf("per deletion: %.2f reads, %.2f writes, %.2f conflicts", dreads, dwrites, dconflicts)
+	if dwrites > 1 || dreads > 0 || dconflicts > 0 {
+		t.Errorf("the deletion cost the executor %.2f writes, %.2f reads, %.2f conflicts per TaskAction, want one write (the finalizer's release)", dwrites, dreads, dconflicts)
 	}
 }
 
@@ -89,17 +126,12 @@ func TestAPIRequestsPerTaskAction(t *testing.T) {
 func BenchmarkTaskActionLifecycle(b *testing.B) {
 	n := max(b.N, 10)
 	b.ResetTimer()
-	per := runToSuccess(b, n)
+	cost := runToSuccess(b, n)
 	b.StopTimer()
-	reads, writes := 0.0, 0.0
-	for k, v := range per {
-		if strings.HasPrefix(k, "GET") || strings.HasPrefix(k, "LIST") {
-			reads += v
-		} else {
-			writes += v
-		}
-	}
+	reads, writes, _ := tally(b, "run", cost.run)
+	_, dwrites, _ := tally(b, "deletion", cost.deletion)
 	b.ReportMetric(reads, "reads/taskaction")
 	b.ReportMetric(writes, "writes/taskaction")
-	b.ReportMetric(per["PATCH taskactions/status 200"], "status-patches/taskaction")
+	b.ReportMetric(cost.run["PATCH taskactions/status 200"], "status-patches/taskaction")
+	b.ReportMetric(dwrites, "deletion-writes/taskaction")
 }

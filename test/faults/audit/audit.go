@@ -70,7 +70,7 @@ type Report struct {
 	DuplicateIdentities   int
 	SecondPodForAttempt   int
 	LeakedPods            int
-	FinalizersOnTerminal  int
+	FinalizersOnDeleted   int
 	WrongOutcomes         int
 	AbortedNotExactlyOne  int
 	// Not defects: identical re-sends of an acknowledged event (at-least-once delivery).
@@ -102,7 +102,7 @@ func (r *Report) rows() []struct {
 		{"duplicate event identities", r.DuplicateIdentities},
 		{"second pod created for the same attempt", r.SecondPodForAttempt},
 		{"leaked pods", r.LeakedPods},
-		{"finalizers left on terminal TaskActions", r.FinalizersOnTerminal},
+		{"finalizers left on deleted TaskActions", r.FinalizersOnDeleted},
 		{"wrong outcomes (result or attempts)", r.WrongOutcomes},
 		{"deleted TaskActions without exactly one ABORTED event", r.AbortedNotExactlyOne},
 	}
@@ -145,8 +145,9 @@ func Check(w World) *Report {
 		case !terminal:
 			r.add(&r.StuckTaskActions, "%s: not terminal (Progressing %s, attempts %d)", key, progressReason(ta), ta.Status.Attempts)
 		}
-		if terminal && containsString(ta.Finalizers, controller.Finalizer) {
-			r.add(&r.FinalizersOnTerminal, "%s: terminal with finalizer %s", key, controller.Finalizer)
+		if ta.DeletionTimestamp != nil && containsString(ta.Finalizers, controller.Finalizer) {
+			// The finalizer stays while a TaskAction exists; a deletion must release it.
+			r.add(&r.FinalizersOnDeleted, "%s: deleted and still held by finalizer %s", key, controller.Finalizer)
 		}
 		if want, ok := w.Expected[key]; ok && terminal && w.Deleted[key] == "" {
 			got := meta.IsStatusConditionTrue(ta.Status.Conditions, flytev1.ConditionSucceeded)
@@ -353,8 +354,9 @@ func checkPodCreates(r *Report, w World) {
 	}
 }
 
-// checkPods: a pod left at the end must belong to a TaskAction that exists,
-// and must be finished unless it is the current attempt of a running one.
+// checkPods: a pod left at the end must be finished unless it is the current
+// attempt of a running TaskAction; an unfinished one must belong to a
+// TaskAction that exists.
 func checkPods(r *Report, w World, byUID map[string]*flytev1.TaskAction) {
 	for _, p := range w.Pods {
 		key := p.Namespace + "/" + p.Name
@@ -370,10 +372,13 @@ func checkPods(r *Report, w World, byUID map[string]*flytev1.TaskAction) {
 		ta := byUID[owner]
 		finished := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 		switch {
+		case finished && (ta == nil || ta.DeletionTimestamp != nil || w.Deleted[ta.Namespace+"/"+ta.Name] != ""):
+			// Kubernetes' garbage collector removes it with its owner (the
+			// rig runs none); the executor stops only what still runs.
 		case ta == nil:
-			r.add(&r.LeakedPods, "%s: its TaskAction (uid %q) is gone", key, owner)
+			r.add(&r.LeakedPods, "%s: %s and its TaskAction (uid %q) is gone", key, p.Status.Phase, owner)
 		case ta.DeletionTimestamp != nil || w.Deleted[ta.Namespace+"/"+ta.Name] != "":
-			r.add(&r.LeakedPods, "%s: its TaskAction %s was deleted", key, ta.Name)
+			r.add(&r.LeakedPods, "%s: %s and its TaskAction %s was deleted", key, p.Status.Phase, ta.Name)
 		case isTerminal(ta) && !finished:
 			r.add(&r.LeakedPods, "%s: %s while its TaskAction %s is terminal", key, p.Status.Phase, ta.Name)
 		case !isTerminal(ta) && !finished && p.Labels[container.LabelAttempt] != fmt.Sprint(ta.Status.Attempts):

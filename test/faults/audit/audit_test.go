@@ -97,15 +97,17 @@ func TestCheckEachAuditCanFail(t *testing.T) {
 		{"second pod for the same attempt", func(w *World) {
 			w.PodCreates = append(w.PodCreates, PodCreate{Namespace: "ns", Name: "a-0-bis", OwnerUID: "uid-a", Attempt: "1", Code: 201})
 		}, func(r *Report) int { return r.SecondPodForAttempt }},
-		{"pod of a TaskAction that is gone", func(w *World) {
+		{"running pod of a TaskAction that is gone", func(w *World) {
 			w.Pods[0].OwnerReferences[0].UID = "uid-gone"
+			w.Pods[0].Status.Phase = corev1.PodRunning
 		}, func(r *Report) int { return r.LeakedPods }},
 		{"pod running after the end", func(w *World) {
 			w.Pods[0].Status.Phase = corev1.PodRunning
 		}, func(r *Report) int { return r.LeakedPods }},
-		{"finalizer on a terminal TaskAction", func(w *World) {
+		{"finalizer on a deleted TaskAction", func(w *World) {
 			w.TaskActions[0].Finalizers = []string{controller.Finalizer}
-		}, func(r *Report) int { return r.FinalizersOnTerminal }},
+			w.TaskActions[0].DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+		}, func(r *Report) int { return r.FinalizersOnDeleted }},
 		{"failed where it should succeed", func(w *World) {
 			w.TaskActions[0].Status.Conditions = []metav1.Condition{{Type: flytev1.ConditionFailed, Status: metav1.ConditionTrue, Reason: flytev1.ReasonPermanentFailure}}
 			w.TaskActions[0].Status.PhaseHistory[2].Phase = flytev1.ReasonPermanentFailure
