@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 
 	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,13 +40,17 @@ func (oc outcome) attempts() int {
 }
 
 // outcomeOf spreads the failures and the retries evenly over the indices. A
-// TaskAction chosen to fail is not also retried, so the failed count stays
-// fail fraction × N.
+// TaskAction chosen to fail is not also retried: the retries are spread over
+// the others, so that the failed count stays fail fraction × N and the
+// retried count is retry fraction × N (as far as the others allow).
 func outcomeOf(o options, i int) outcome {
 	oc := outcome{fail: wantFail(i, o.FailFraction)}
-	if o.Workload == workloadRetries && !oc.fail {
-		oc.retry = wantFail(i, o.RetryFraction)
+	if o.Workload != workloadRetries || oc.fail || o.FailFraction >= 1 {
+		return oc
 	}
+	// i's index among the TaskActions that do not fail.
+	j := i - int(math.Floor(float64(i+1)*o.FailFraction))
+	oc.retry = wantFail(j, min(1, o.RetryFraction/(1-o.FailFraction)))
 	return oc
 }
 
