@@ -116,7 +116,7 @@ func main() {
 	fs.Float64Var(&o.SearchFactor, "search-factor", 2, "with --search: each next rate is the last × this")
 	fs.DurationVar(&o.SearchStep, "search-step", time.Minute, "with --search: how long each rate is held")
 	fs.DurationVar(&o.SearchP99, "search-p99", 30*time.Second, "with --search: the bound on a step's p99 create → terminal")
-	fs.IntVar(&o.SearchMaxSteps, "search-max-steps", 6, "with --search: at most this many steps per controller")
+	fs.IntVar(&o.SearchMaxSteps, "search-max-steps", 5, "with --search: at most this many steps per controller")
 	_ = fs.Parse(os.Args[1:])
 
 	if err := o.defaults(); err != nil {
