@@ -109,6 +109,31 @@ func TestReportWrite(t *testing.T) {
 	}
 }
 
+// The deletion phase and the per-TaskAction CPU get their rows; a controller
+// that does not serve the rate limiter's metric shows n/a, not 0.
+func TestReportDeletionRows(t *testing.T) {
+	r := &Report{Params: Params{N: 4, GC: true}, Modes: []*ModeResult{
+		{Mode: "floor", N: 4, Succeeded: 4, CPUSecondsPerTA: 0.0025, APIServerCPUMsPerTA: 20, RateLimiter: &RateLimiterStats{Exposed: true, WaitSeconds: 0.5},
+			Deletion: &Deletion{By: "the harness", RequestsPerTA: 1, Harness: requestTable(map[string]float64{"delete taskactions.flyte.org 200": 4}, 4)}},
+		{Mode: "executor", N: 4, Succeeded: 4, CPUSecondsPerTA: 0.005, APIServerCPUMsPerTA: 40, RateLimiter: &RateLimiterStats{Exposed: false},
+			Deletion: &Deletion{By: "the executor's garbage collector", RequestsPerTA: 1.25, Controller: requestTable(map[string]float64{"delete taskactions.flyte.org 200": 4, "list taskactions.flyte.org 200": 1}, 4)}},
+	}}
+	md := r.Markdown("x.png")
+	for _, want := range []string{
+		"| **controller CPU / TaskAction (s)** | 0.0025 | 0.0050 | 2.00 |",
+		"| **kube-apiserver CPU / TaskAction (ms)** | 20.0 | 40.0 | 2.00 |",
+		"| client rate limiter: total wait (s) | 0.50 | n/a | – |",
+		"| **deletion: deleter's requests / TaskAction** | 1.00 | 1.25 | 1.25 |",
+		"| harness: delete taskactions.flyte.org 200 | 4 | 1.000 |",
+		"| controller: list taskactions.flyte.org 200 | 1 | 0.250 |",
+		"executor does not serve `rest_client_rate_limiter_duration_seconds`",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 func TestOutcomeOf(t *testing.T) {
 	for _, tc := range []struct {
 		workload          string
