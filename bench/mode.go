@@ -26,16 +26,11 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
-	"github.com/taskaction/executor/internal/kwokrig"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/local"
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/setup"
 )
-
-// FailAnnotation on a pod (through the TaskAction's podTemplate) makes the
-// bench-pod-failed stage fail it.
-const FailAnnotation = kwokrig.FailAnnotation
 
 // record is what the harness saw of one TaskAction.
 type record struct {
