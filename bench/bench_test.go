@@ -11,6 +11,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/taskaction/executor/gen/flyteidl2/workflow"
+	"github.com/taskaction/executor/internal/kwokrig"
+	"github.com/taskaction/executor/pkg/plugin/container"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 func TestParseProm(t *testing.T) {
@@ -103,5 +106,145 @@ func TestReportWrite(t *testing.T) {
 	}
 	if math.Abs(r.Modes[0].Controller.TotalPerTA-1) > 1e-9 {
 		t.Fatal(r.Modes[0].Controller.TotalPerTA)
+	}
+}
+
+// The deletion phase and the per-TaskAction CPU get their rows; a controller
+// that does not serve the rate limiter's metric shows n/a, not 0.
+func TestReportDeletionRows(t *testing.T) {
+	r := &Report{Params: Params{N: 4, GC: true}, Modes: []*ModeResult{
+		{Mode: "floor", N: 4, Succeeded: 4, CPUSecondsPerTA: 0.0025, APIServerCPUMsPerTA: 20, RateLimiter: &RateLimiterStats{Exposed: true, WaitSeconds: 0.5},
+			Deletion: &Deletion{By: "the harness", RequestsPerTA: 1, Harness: requestTable(map[string]float64{"delete taskactions.flyte.org 200": 4}, 4)}},
+		{Mode: "executor", N: 4, Succeeded: 4, CPUSecondsPerTA: 0.005, APIServerCPUMsPerTA: 40, RateLimiter: &RateLimiterStats{Exposed: false},
+			Deletion: &Deletion{By: "the executor's garbage collector", RequestsPerTA: 1.25, Controller: requestTable(map[string]float64{"delete taskactions.flyte.org 200": 4, "list taskactions.flyte.org 200": 1}, 4)}},
+	}}
+	md := r.Markdown("x.png")
+	for _, want := range []string{
+		"| **controller CPU / TaskAction (s)** | 0.0025 | 0.0050 | 2.00 |",
+		"| **kube-apiserver CPU / TaskAction (ms)** | 20.0 | 40.0 | 2.00 |",
+		"| client rate limiter: total wait (s) | 0.50 | n/a | – |",
+		"| **deletion: deleter's requests / TaskAction** | 1.00 | 1.25 | 1.25 |",
+		"| harness: delete taskactions.flyte.org 200 | 4 | 1.000 |",
+		"| controller: list taskactions.flyte.org 200 | 1 | 0.250 |",
+		"executor does not serve `rest_client_rate_limiter_duration_seconds`",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestOutcomeOf(t *testing.T) {
+	for _, tc := range []struct {
+		workload          string
+		n                 int
+		fail, retry       float64
+		wantFail, wantRet int
+	}{
+		{workloadRetries, 60, 0.1, 0.3, 6, 18},
+		{workloadRetries, 2000, 0.1, 0.3, 200, 600},
+		{workloadRetries, 100, 0, 1, 0, 100},
+		{workloadRetries, 100, 0.5, 0.8, 50, 50}, // retries only among those that do not fail
+		{workloadRetries, 100, 1, 0.3, 100, 0},
+		{workloadTyped, 100, 0.1, 0.3, 10, 0},
+		{workloadFlyte, 100, 0.1, 0.3, 10, 0},
+	} {
+		o := options{Workload: tc.workload, FailFraction: tc.fail, RetryFraction: tc.retry}
+		fails, retries, attempts := 0, 0, 0
+		for i := range tc.n {
+			oc := outcomeOf(o, i)
+			if oc.fail && oc.retry {
+				t.Fatalf("%+v: TaskAction %d both fails and is retried", tc, i)
+			}
+			if oc.fail {
+				fails++
+			}
+			if oc.retry {
+				retries++
+			}
+			attempts += oc.attempts()
+		}
+		if fails != tc.wantFail || retries != tc.wantRet || attempts != tc.n+tc.wantRet {
+			t.Errorf("%+v: %d failing, %d retried, %d attempts", tc, fails, retries, attempts)
+		}
+	}
+}
+
+// Both forms decode, with the executor's own decoder, to the container and
+// the retries the workload means; the floor's pod for an attempt carries what
+// the kwok Stages read (the attempt label, the fail marker).
+func TestWorkloadTaskActions(t *testing.T) {
+	for _, workload := range []string{workloadTyped, workloadFlyte, workloadRetries} {
+		o := options{Workload: workload, FailFraction: 0, RetryFraction: 1}
+		ta, oc, err := workloadTaskAction(o, 7, "file:///tmp/b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ta.Name != taskActionName(o, 7) {
+			t.Errorf("%s: name %q, taskActionName %q", workload, ta.Name, taskActionName(o, 7))
+		}
+		tk, err := task.FromTaskAction(ta)
+		if err != nil {
+			t.Fatalf("%s: %v", workload, err)
+		}
+		if workload == workloadFlyte && (len(ta.Spec.TaskTemplate) == 0 || ta.Spec.Template != nil || tk.Form != task.FormFlyte) {
+			t.Errorf("flyte: not the serialized form")
+		}
+		wantRetries := int32(0)
+		if workload == workloadRetries {
+			wantRetries = 1
+		}
+		if !oc.retry != (wantRetries == 0) || tk.Retries != wantRetries || tk.Container == nil {
+			t.Errorf("%s: retry %v, retries %d, container %v", workload, oc.retry, tk.Retries, tk.Container)
+		}
+		pod := floorPod(ta, tk, 2)
+		if pod.Labels[container.LabelAttempt] != "2" || pod.Name != container.PodName(ta.Name, 2) {
+			t.Errorf("%s: pod %s labels %v", workload, pod.Name, pod.Labels)
+		}
+		if want := oc.failMarker(); pod.Annotations[kwokrig.FailAnnotation] != want {
+			t.Errorf("%s: fail marker %q, want %q", workload, pod.Annotations[kwokrig.FailAnnotation], want)
+		}
+	}
+}
+
+func TestRateLimiterStats(t *testing.T) {
+	before := parseProm([]byte(`rest_client_rate_limiter_duration_seconds_bucket{host="h",verb="POST",le="0.005"} 10
+rest_client_rate_limiter_duration_seconds_bucket{host="h",verb="POST",le="0.025"} 10
+rest_client_rate_limiter_duration_seconds_sum{host="h",verb="POST"} 0.01
+rest_client_rate_limiter_duration_seconds_count{host="h",verb="POST"} 10
+`))
+	after := parseProm([]byte(`rest_client_rate_limiter_duration_seconds_bucket{host="h",verb="POST",le="0.005"} 100
+rest_client_rate_limiter_duration_seconds_bucket{host="h",verb="POST",le="0.025"} 105
+rest_client_rate_limiter_duration_seconds_sum{host="h",verb="POST"} 2.01
+rest_client_rate_limiter_duration_seconds_count{host="h",verb="POST"} 110
+rest_client_rate_limiter_duration_seconds_bucket{host="h",verb="PATCH",le="0.025"} 5
+rest_client_rate_limiter_duration_seconds_sum{host="h",verb="PATCH"} 0
+rest_client_rate_limiter_duration_seconds_count{host="h",verb="PATCH"} 5
+`))
+	st := rateLimiterStats(before, after, 105)
+	if !st.Exposed || st.WaitSeconds != 2 || st.Waits != 105 || st.WaitsOver25ms != 5 || st.MeanWaitMS != round3(2000.0/105) {
+		t.Fatalf("%+v", st)
+	}
+	if st := rateLimiterStats(nil, parseProm([]byte("executor_api_requests_total 3\n")), 3); st.Exposed {
+		t.Fatalf("not served, but %+v", st)
+	}
+}
+
+func TestSearchReport(t *testing.T) {
+	dir := t.TempDir()
+	r := &Report{SearchParams: &SearchParams{StartRate: 10, Factor: 2, Step: "1m0s", P99Bound: "30s", MaxSteps: 6},
+		Search: []*SearchResult{{Mode: "floor", SustainedRate: 20, Steps: []*SearchStep{
+			{Rate: 10, Created: 600, Pass: true}, {Rate: 20, Created: 1200, Pass: true},
+			{Rate: 40, Created: 2400, Why: "p99 create → terminal 40000 ms > 30000 ms"}}}}}
+	paths, err := r.Write(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != 2 || !strings.HasSuffix(paths[0], "-search.json") {
+		t.Fatal(paths)
+	}
+	md, _ := os.ReadFile(paths[1])
+	if !strings.Contains(string(md), "| floor | 20.0 | p99 create → terminal 40000 ms > 30000 ms |") {
+		t.Fatalf("markdown:\n%s", md)
 	}
 }

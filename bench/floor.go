@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -31,12 +32,14 @@ import (
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/setup"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 // runFloor is the reference controller: for each TaskAction it creates the
 // pod once and, when the pod ends, writes the terminal condition once (a
 // merge patch of the status, which cannot conflict). Nothing else: no
-// finalizer, no events, no intermediate phases. It counts its requests with
+// finalizer, no events, no intermediate phases. A task with retries gets the
+// next attempt's pod when a pod fails, and the condition only at the end. It counts its requests with
 // the executor's own instrumentation (executor_api_requests_total), served on
 // --metrics-addr, so both controllers are measured the same way.
 func runFloor(args []string) error {
@@ -56,6 +59,9 @@ func runFloor(args []string) error {
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	cfg.UserAgent = "bench-floor"
 	metrics.InstrumentRESTConfig(cfg)
+	// client-go's time waiting on the client-side rate limiter, which tells
+	// whether --qps bound the floor.
+	ctrlmetrics.RegisterRESTClientMetrics(ctrlmetrics.MetricRateLimiterLatency)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -162,33 +168,44 @@ type floor struct {
 	cache  cache.Cache
 	client client.Client
 	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
-	// created and finished remember this process's own writes, so that a
-	// stale cache never makes it write twice.
-	created, finished sync.Map
+	// attempt (UID → int32) and finished remember this process's own
+	// writes, so that a stale cache never makes it write twice.
+	attempt, finished sync.Map
 }
 
+// reconcile creates attempt 1's pod; when the latest attempt's pod failed
+// and the task has retries left, the next attempt's pod (nothing else: no
+// status write between attempts); when the last pod ended, the terminal
+// condition.
 func (f *floor) reconcile(ctx context.Context, key types.NamespacedName) error {
 	var ta flytev1.TaskAction
 	if err := f.cache.Get(ctx, key, &ta); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if isTerminal(&ta) {
+	if isTerminal(&ta) || !ta.DeletionTimestamp.IsZero() {
 		return nil
 	}
 	if _, done := f.finished.Load(ta.UID); done {
 		return nil
 	}
-	var pod corev1.Pod
-	err := f.cache.Get(ctx, types.NamespacedName{Namespace: ta.Namespace, Name: container.PodName(ta.Name, 1)}, &pod)
-	if apierrors.IsNotFound(err) {
-		if _, done := f.created.Load(ta.UID); done {
-			return nil // its watch event will bring us back
-		}
-		if err := f.client.Create(ctx, floorPod(&ta)); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		f.created.Store(ta.UID, true)
+	// The floor reads the template as any controller must to build the pod:
+	// the typed form or Flyte's serialized one.
+	t, err := task.FromTaskAction(&ta)
+	if err != nil || t.Container == nil {
+		fmt.Fprintf(os.Stderr, "floor: %s: not a container task: %v\n", key, err)
 		return nil
+	}
+	var attempt int32
+	if v, ok := f.attempt.Load(ta.UID); ok {
+		attempt = v.(int32)
+	}
+	if attempt == 0 {
+		return f.launch(ctx, &ta, t, 1)
+	}
+	var pod corev1.Pod
+	err = f.cache.Get(ctx, types.NamespacedName{Namespace: ta.Namespace, Name: container.PodName(ta.Name, attempt)}, &pod)
+	if apierrors.IsNotFound(err) {
+		return nil // its watch event will bring us back
 	}
 	if err != nil {
 		return err
@@ -198,6 +215,9 @@ func (f *floor) reconcile(ctx context.Context, key types.NamespacedName) error {
 	case corev1.PodSucceeded:
 		cond = metav1.Condition{Type: flytev1.ConditionSucceeded, Status: metav1.ConditionTrue, Reason: flytev1.ReasonCompleted, Message: "pod succeeded"}
 	case corev1.PodFailed:
+		if attempt < t.MaxAttempts() {
+			return f.launch(ctx, &ta, t, attempt+1)
+		}
 		cond = metav1.Condition{Type: flytev1.ConditionFailed, Status: metav1.ConditionTrue, Reason: flytev1.ReasonPermanentFailure, Message: "pod failed"}
 	default:
 		return nil
@@ -206,6 +226,7 @@ func (f *floor) reconcile(ctx context.Context, key types.NamespacedName) error {
 	cond.LastTransitionTime = now
 	cond.ObservedGeneration = ta.Generation
 	patched := ta.DeepCopy()
+	patched.Status.Attempts = uint32(attempt)
 	meta.SetStatusCondition(&patched.Status.Conditions, cond)
 	if err := f.client.Status().Patch(ctx, patched, client.MergeFrom(&ta)); err != nil {
 		return err
@@ -214,35 +235,49 @@ func (f *floor) reconcile(ctx context.Context, key types.NamespacedName) error {
 	return nil
 }
 
+func (f *floor) launch(ctx context.Context, ta *flytev1.TaskAction, t *task.Task, attempt int32) error {
+	if err := f.client.Create(ctx, floorPod(ta, t, attempt)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	f.attempt.Store(ta.UID, attempt)
+	return nil
+}
+
 func isTerminal(ta *flytev1.TaskAction) bool {
 	return meta.IsStatusConditionTrue(ta.Status.Conditions, flytev1.ConditionSucceeded) ||
 		meta.IsStatusConditionTrue(ta.Status.Conditions, flytev1.ConditionFailed)
 }
 
-// floorPod is the smallest pod that runs the task: the executor's name,
-// managed label, owner reference and pod-template annotations (which carry
-// the bench's fail marker), and its default resources.
-func floorPod(ta *flytev1.TaskAction) *corev1.Pod {
-	t := true
-	tt := ta.Spec.Template
-	c := corev1.Container{Name: container.DefaultPrimaryContainerName, Image: tt.Container.Image,
-		Command: tt.Container.Command, Args: tt.Container.Args, Resources: tt.Container.Resources}
+// floorPod is the smallest pod that runs the task's attempt: the executor's
+// name, the managed, action and attempt labels, an owner reference, the
+// template's and the TaskAction's annotations (which carry the bench's fail
+// marker, as the executor copies them), and the executor's default resources.
+func floorPod(ta *flytev1.TaskAction, t *task.Task, attempt int32) *corev1.Pod {
+	tr := true
+	c := corev1.Container{Name: container.DefaultPrimaryContainerName, Image: t.Container.Image,
+		Command: t.Container.Command, Args: t.Container.Args, Resources: t.Container.Resources}
 	if len(c.Resources.Requests) == 0 && len(c.Resources.Limits) == 0 {
 		rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 		c.Resources = corev1.ResourceRequirements{Requests: rl, Limits: rl}
 	}
 	var annotations map[string]string
-	if tt.PodTemplate != nil {
-		annotations = tt.PodTemplate.Annotations
+	for _, m := range []map[string]string{t.PodAnnotations, ta.Annotations} {
+		for k, v := range m {
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[k] = v
+		}
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        container.PodName(ta.Name, 1),
-			Namespace:   ta.Namespace,
-			Labels:      map[string]string{setup.ManagedLabel: "true", container.LabelAction: ta.Spec.ActionName},
+			Name:      container.PodName(ta.Name, attempt),
+			Namespace: ta.Namespace,
+			Labels: map[string]string{setup.ManagedLabel: "true", container.LabelAction: ta.Spec.ActionName,
+				container.LabelAttempt: strconv.Itoa(int(attempt))},
 			Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: flytev1.GroupVersion.String(), Kind: "TaskAction",
-				Name: ta.Name, UID: ta.UID, Controller: &t, BlockOwnerDeletion: &t}},
+				Name: ta.Name, UID: ta.UID, Controller: &tr, BlockOwnerDeletion: &tr}},
 		},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{c}, RestartPolicy: corev1.RestartPolicyNever},
 	}

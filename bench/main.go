@@ -1,13 +1,15 @@
 // Command bench measures the executor against a floor: a minimal controller
-// that does only the API work nobody can avoid (create the pod, one status
-// write at the end). Each mode runs on a fresh control plane (etcd and
+// that does only the API work nobody can avoid (create the pod of each
+// attempt, one status write at the end). Each mode runs on a fresh control plane (etcd and
 // kube-apiserver from bin/k8s), with kube-scheduler binding the pods to fake
 // kwok nodes, and kwok Stages (internal/kwokrig/stages) walking them Pending → Running →
 // Succeeded, or Failed for a chosen fraction.
 //
 //	go run ./bench --n 2000 --rate 0 --fail-fraction 0.1 --run-delay 1s --finish-delay 2s --mode both
+//	go run ./bench --workload flyte|retries ...   (the TaskActions' shape)
+//	go run ./bench --search                        (the highest steady rate each sustains)
 //
-// Results go to bench/results/<date>-<n>.{json,md,png}. `bench floor` is the
+// Results go to bench/results/<date>-<n>.{json,md,png} (--search: <date>-search.{json,md}). `bench floor` is the
 // floor controller itself; the harness runs it as a subprocess.
 package main
 
@@ -49,6 +51,23 @@ type options struct {
 	Keep         bool
 	Tag          string
 	ExecutorArgs string
+
+	Workload      string
+	RetryFraction float64
+	FloorQPS      float64
+	FloorBurst    int
+
+	GC         bool
+	GCInterval time.Duration
+	GCTTL      time.Duration
+	GCTimeout  time.Duration
+
+	Search         bool
+	SearchStart    float64
+	SearchFactor   float64
+	SearchStep     time.Duration
+	SearchP99      time.Duration
+	SearchMaxSteps int
 }
 
 func main() {
@@ -84,6 +103,20 @@ func main() {
 	fs.BoolVar(&o.Keep, "keep", false, "keep the per-mode work directories (logs, kubeconfigs)")
 	fs.StringVar(&o.Tag, "tag", "", "suffix of the result file names (default: none)")
 	fs.StringVar(&o.ExecutorArgs, "executor-args", "", "extra flags for the executor, space-separated")
+	fs.StringVar(&o.Workload, "workload", workloadTyped, "typed (spec.template), flyte (spec.taskTemplate: Flyte's serialized container task, a file:// bucket as the executor's storage) or retries (typed; --retry-fraction retried once)")
+	fs.Float64Var(&o.RetryFraction, "retry-fraction", 0.3, "with --workload retries: fraction of TaskActions with retries 1 whose first attempt's pod fails (exit 1) and second succeeds")
+	fs.Float64Var(&o.FloorQPS, "floor-qps", 0, "client QPS of the floor (0: the same as --qps)")
+	fs.IntVar(&o.FloorBurst, "floor-burst", 0, "client burst of the floor (0: the same as --burst)")
+	fs.BoolVar(&o.GC, "gc", true, "after the hot path, delete every TaskAction and measure it: the executor's garbage collector (a second executor process with a short gc.interval/maxTTL), the harness for the floor")
+	fs.DurationVar(&o.GCInterval, "gc-interval", time.Minute, "with --gc: the executor's gc.interval in the deletion phase (its minimum, 1m; the collector also sweeps once at start, which finds every TaskAction expired)")
+	fs.DurationVar(&o.GCTTL, "gc-ttl", time.Second, "with --gc: the executor's gc.maxTTL in the deletion phase")
+	fs.DurationVar(&o.GCTimeout, "gc-timeout", 0, "with --gc: bound on the wait for every TaskAction to be gone; 0: 90s + n×50ms")
+	fs.BoolVar(&o.Search, "search", false, "steady-rate search instead of one run of --n: the highest creation rate each controller sustains with p99 create → terminal within --search-p99")
+	fs.Float64Var(&o.SearchStart, "search-start", 10, "with --search: the first rate (TaskActions/s)")
+	fs.Float64Var(&o.SearchFactor, "search-factor", 2, "with --search: each next rate is the last × this")
+	fs.DurationVar(&o.SearchStep, "search-step", time.Minute, "with --search: how long each rate is held")
+	fs.DurationVar(&o.SearchP99, "search-p99", 30*time.Second, "with --search: the bound on a step's p99 create → terminal")
+	fs.IntVar(&o.SearchMaxSteps, "search-max-steps", 5, "with --search: at most this many steps per controller")
 	_ = fs.Parse(os.Args[1:])
 
 	if err := o.defaults(); err != nil {
@@ -104,6 +137,29 @@ func (o *options) defaults() error {
 	}
 	if o.FailFraction < 0 || o.FailFraction > 1 {
 		return errors.New("--fail-fraction must be in [0,1]")
+	}
+	if o.RetryFraction < 0 || o.RetryFraction > 1 {
+		return errors.New("--retry-fraction must be in [0,1]")
+	}
+	switch o.Workload {
+	case workloadTyped, workloadFlyte, workloadRetries:
+	default:
+		return fmt.Errorf("--workload %q: want typed, flyte or retries", o.Workload)
+	}
+	if o.FloorQPS == 0 {
+		o.FloorQPS = o.QPS
+	}
+	if o.FloorBurst == 0 {
+		o.FloorBurst = o.Burst
+	}
+	if o.GC && (o.GCInterval <= 0 || o.GCTTL <= 0) {
+		return errors.New("--gc-interval and --gc-ttl must be positive")
+	}
+	if o.GCTimeout == 0 {
+		o.GCTimeout = 90*time.Second + time.Duration(o.N)*50*time.Millisecond
+	}
+	if o.Search && (o.SearchStart <= 0 || o.SearchFactor <= 1 || o.SearchStep <= 0 || o.SearchP99 <= 0 || o.SearchMaxSteps <= 0) {
+		return errors.New("--search needs a positive --search-start, --search-step, --search-p99, --search-max-steps and a --search-factor above 1")
 	}
 	switch o.Mode {
 	case "executor", "floor", "both":
@@ -175,12 +231,40 @@ func run(ctx context.Context, o options) error {
 		Started: time.Now().UTC(),
 		Command: "go run ./bench " + strings.Join(os.Args[1:], " "),
 		Params: Params{N: o.N, Rate: o.Rate, FailFraction: o.FailFraction, RunDelay: o.RunDelay.String(),
-			FinishDelay: o.FinishDelay.String(), Nodes: o.Nodes, QPS: o.QPS, Burst: o.Burst, Creators: o.Creators},
+			FinishDelay: o.FinishDelay.String(), Nodes: o.Nodes, QPS: o.QPS, Burst: o.Burst, Creators: o.Creators,
+			Workload: o.Workload, FloorQPS: o.FloorQPS, FloorBurst: o.FloorBurst, GC: o.GC && !o.Search},
 		Machine: machineInfo(o.Root),
 	}
 	if o.Mode != "floor" {
 		rep.Params.ExecutorBin = o.ExecutorBin
 		rep.Params.ExecutorSHA = fileSHA(o.ExecutorBin)
+	}
+	if o.Search {
+		rep.Params.N, rep.Params.Rate, rep.Params.GC = 0, 0, false
+		rep.SearchParams = &SearchParams{StartRate: o.SearchStart, Factor: o.SearchFactor, Step: o.SearchStep.String(),
+			P99Bound: o.SearchP99.String(), MaxSteps: o.SearchMaxSteps}
+		modes = nil
+		for _, m := range []string{"floor", "executor"} {
+			if o.Mode == m || o.Mode == "both" {
+				logf("=== search %s", m)
+				res, err := runSearch(ctx, o, m)
+				if err != nil {
+					if ctx.Err() != nil {
+						return err
+					}
+					res.Error = err.Error()
+					logf("search %s failed: %v", m, err)
+				}
+				rep.Search = append(rep.Search, res)
+				logf("=== search %s: sustains %.1f TaskActions/s", m, res.SustainedRate)
+			}
+		}
+	}
+	if o.Workload == workloadRetries {
+		rep.Params.RetryFraction = o.RetryFraction
+	}
+	if o.GC && !o.Search {
+		rep.Params.GCInterval, rep.Params.GCTTL = o.GCInterval.String(), o.GCTTL.String()
 	}
 	for _, m := range modes {
 		logf("=== mode %s: %d TaskActions (rate %v/s, fail fraction %.2f)", m, o.N, o.Rate, o.FailFraction)
@@ -214,6 +298,11 @@ func run(ctx context.Context, o options) error {
 	for _, m := range rep.Modes {
 		if m.Error != "" {
 			return fmt.Errorf("mode %s: %s", m.Mode, m.Error)
+		}
+	}
+	for _, m := range rep.Search {
+		if m.Error != "" {
+			return fmt.Errorf("search %s: %s", m.Mode, m.Error)
 		}
 	}
 	return nil

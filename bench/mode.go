@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -25,27 +26,34 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
-	"github.com/taskaction/executor/internal/kwokrig"
+	"github.com/taskaction/executor/pkg/config"
+	"github.com/taskaction/executor/pkg/local"
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/setup"
 )
 
-// FailAnnotation on a pod (through the TaskAction's podTemplate) makes the
-// bench-pod-failed stage fail it.
-const FailAnnotation = kwokrig.FailAnnotation
-
 // record is what the harness saw of one TaskAction.
 type record struct {
-	created, podCreated, podTerminal, taTerminal time.Time
-	failed, wantFail                             bool
+	created, podCreated, podTerminal, taTerminal, gone time.Time
+	failed                                             bool
+	want                                               outcome
+	pods                                               int // distinct pods seen: attempts run
 }
 
 type observer struct {
 	mu      sync.Mutex
 	recs    map[string]*record
+	pods    map[string]bool // pod name → terminal seen
 	done    []time.Time
 	left    int
 	allDone chan struct{}
+	// goneLeft counts down the deletions once armed (armGone).
+	goneLeft int
+	allGone  chan struct{}
+}
+
+func newObserver(n int) *observer {
+	return &observer{recs: map[string]*record{}, pods: map[string]bool{}, left: n, allDone: make(chan struct{})}
 }
 
 func (ob *observer) get(name string) *record {
@@ -75,10 +83,17 @@ func (ob *observer) onPod(obj any) {
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
 	r := ob.get(owner)
+	terminalSeen, seen := ob.pods[p.Name]
+	if !seen {
+		r.pods++
+		ob.pods[p.Name] = false
+	}
 	if r.podCreated.IsZero() {
 		r.podCreated = now
 	}
-	if (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) && r.podTerminal.IsZero() {
+	// The last attempt's pod end is the one that ends the TaskAction.
+	if (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) && !terminalSeen {
+		ob.pods[p.Name] = true
 		r.podTerminal = now
 	}
 }
@@ -108,114 +123,228 @@ func (ob *observer) onTA(obj any) {
 	}
 }
 
+// armGone starts counting the deletions of the n TaskActions created.
+func (ob *observer) armGone() {
+	ob.mu.Lock()
+	defer ob.mu.Unlock()
+	ob.allGone = make(chan struct{})
+	for _, r := range ob.recs {
+		if !r.created.IsZero() && r.gone.IsZero() {
+			ob.goneLeft++
+		}
+	}
+	if ob.goneLeft == 0 {
+		close(ob.allGone)
+	}
+}
+
+func (ob *observer) onTADelete(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	ta, ok := obj.(*flytev1.TaskAction)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	ob.mu.Lock()
+	defer ob.mu.Unlock()
+	r := ob.get(ta.Name)
+	if !r.gone.IsZero() {
+		return
+	}
+	r.gone = now
+	if ob.allGone != nil && !r.created.IsZero() {
+		ob.goneLeft--
+		if ob.goneLeft == 0 {
+			close(ob.allGone)
+		}
+	}
+}
+
 // controllerProc is the controller under test, running.
 type controllerProc struct {
 	p          *proc
 	metricsURL string
 }
 
-func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err error) {
-	dir, err := os.MkdirTemp("", "bench-"+mode+"-")
+// session is one controller on its fresh rig, with the harness's informers
+// and client.
+type session struct {
+	o     options
+	mode  string
+	dir   string
+	r     *rig
+	cp    *controllerProc
+	exec  *executorDeps // executor mode only
+	ob    *observer
+	cl    client.Client
+	hc    cache.Cache
+	stops []func()
+}
+
+// executorDeps is what the executor talks to, kept for a second executor
+// process (the deletion phase).
+type executorDeps struct {
+	proxy     *eventsProxy
+	cacheAddr string
+	config    string // --config file ("" for none)
+	svcs      []*proc
+}
+
+func (s *session) close() {
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		s.stops[i]()
+	}
+}
+
+// bucket is the base URI of the TaskActions' inputs and outputs: a file://
+// bucket the executor is configured to read (the Flyte form reads error.pb
+// there when a pod ends), or a name nobody reads (the typed form).
+func (s *session) bucket() string {
+	if s.o.Workload == workloadFlyte {
+		return local.BucketURI(s.dir)
+	}
+	return "s3://bench"
+}
+
+func startSession(ctx context.Context, o options, mode string, expect int) (s *session, err error) {
+	s = &session{o: o, mode: mode}
+	defer func() {
+		if err != nil {
+			s.close()
+			s = nil
+		}
+	}()
+	s.dir, err = os.MkdirTemp("", "bench-"+mode+"-")
 	if err != nil {
-		return nil, err
+		return s, err
 	}
 	if o.Keep {
-		logf("work directory %s (kept)", dir)
+		logf("work directory %s (kept)", s.dir)
 	} else {
-		defer os.RemoveAll(dir)
+		dir := s.dir
+		s.stops = append(s.stops, func() { _ = os.RemoveAll(dir) })
 	}
-	res = &ModeResult{Mode: mode, N: o.N}
 	t0 := time.Now()
-	r, err := startRig(ctx, o, dir)
+	s.r, err = startRig(ctx, o, s.dir)
 	if err != nil {
-		return res, err
+		return s, err
 	}
-	defer r.stop()
+	s.stops = append(s.stops, s.r.stop)
 	logf("control plane, kube-scheduler, kwok and %d nodes up in %s", o.Nodes, time.Since(t0).Round(time.Millisecond))
-	res.NodesUntaintedByHarness = r.nodeUntaintedByHarness
 
-	var proxy *eventsProxy
-	var cp *controllerProc
 	switch mode {
 	case "executor":
-		var svcs []*proc
-		cp, proxy, svcs, err = startExecutor(ctx, o, r, dir)
-		defer func() {
-			for _, s := range svcs {
-				s.Stop(10 * time.Second)
-			}
-		}()
-		if proxy != nil {
-			defer proxy.close()
+		s.exec, err = startExecutorDeps(ctx, o, s.dir)
+		if s.exec != nil {
+			deps := s.exec
+			s.stops = append(s.stops, func() {
+				deps.proxy.close()
+				for _, p := range deps.svcs {
+					p.Stop(10 * time.Second)
+				}
+			})
 		}
+		if err != nil {
+			return s, err
+		}
+		s.cp, err = startExecutor(ctx, o, s.r, s.dir, s.exec, "executor", []string{"--executor.gc.interval=0"})
 	case "floor":
-		cp, err = startFloor(ctx, o, r, dir)
+		s.cp, err = startFloor(ctx, o, s.r, s.dir)
 	}
-	if cp != nil {
-		defer cp.p.Stop(30 * time.Second)
+	if s.cp != nil {
+		p := s.cp.p
+		s.stops = append(s.stops, func() { p.Stop(30 * time.Second) })
 	}
 	if err != nil {
-		return res, err
+		return s, err
 	}
 
 	// The harness's own informers and client (admin); their requests are
 	// counted with the same instrumentation, so they can be told apart.
-	hcfg := rest.CopyConfig(r.admin)
+	hcfg := rest.CopyConfig(s.r.admin)
 	hcfg.QPS, hcfg.Burst = 5000, 10000
 	hcfg.UserAgent = "bench-harness"
 	metrics.InstrumentRESTConfig(hcfg)
-	harnessBefore := harnessCounts()
 
-	ob := &observer{recs: map[string]*record{}, left: o.N, allDone: make(chan struct{})}
+	s.ob = newObserver(expect)
 	scheme := setup.Scheme()
-	hc, err := cache.New(hcfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
+	s.hc, err = cache.New(hcfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{setup.ManagedLabel: "true"})},
 	}})
 	if err != nil {
-		return res, err
+		return s, err
 	}
 	cctx, ccancel := context.WithCancel(ctx)
-	defer ccancel()
-	for obj, h := range map[client.Object]func(any){&corev1.Pod{}: ob.onPod, &flytev1.TaskAction{}: ob.onTA} {
-		inf, err := hc.GetInformer(cctx, obj)
+	s.stops = append(s.stops, ccancel)
+	for obj, h := range map[client.Object]toolscache.ResourceEventHandlerFuncs{
+		&corev1.Pod{}:         {AddFunc: s.ob.onPod, UpdateFunc: func(_, n any) { s.ob.onPod(n) }},
+		&flytev1.TaskAction{}: {AddFunc: s.ob.onTA, UpdateFunc: func(_, n any) { s.ob.onTA(n) }, DeleteFunc: s.ob.onTADelete},
+	} {
+		inf, err := s.hc.GetInformer(cctx, obj)
 		if err != nil {
-			return res, err
+			return s, err
 		}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc: h, UpdateFunc: func(_, n any) { h(n) },
-		}); err != nil {
-			return res, err
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return s, err
 		}
 	}
-	go func() { _ = hc.Start(cctx) }()
-	if !hc.WaitForCacheSync(cctx) {
-		return res, errors.New("harness caches did not sync")
+	go func() { _ = s.hc.Start(cctx) }()
+	if !s.hc.WaitForCacheSync(cctx) {
+		return s, errors.New("harness caches did not sync")
 	}
-	cl, err := client.New(hcfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return res, err
-	}
+	s.cl, err = client.New(hcfg, client.Options{Scheme: scheme})
+	return s, err
+}
 
-	apiBefore, err := scrapeAPIServer(ctx, r.admin)
+// snapshot is the counters at one moment.
+type snapshot struct {
+	api, ctrl []sample
+	proc      procStat
+	harness   map[string]float64
+	events    [2]int64 // events, Record calls
+}
+
+func (s *session) snap(ctx context.Context, cp *controllerProc) (snapshot, error) {
+	var sn snapshot
+	var err error
+	if sn.api, err = scrapeAPIServer(ctx, s.r.admin); err != nil {
+		return sn, err
+	}
+	if cp != nil {
+		if sn.ctrl, err = scrapeHTTP(ctx, cp.metricsURL); err != nil {
+			return sn, fmt.Errorf("%s metrics: %w", s.mode, err)
+		}
+		if sn.proc, err = readProc(cp.p.Pid()); err != nil {
+			return sn, err
+		}
+	}
+	sn.harness = harnessCounts()
+	if s.exec != nil {
+		sn.events = [2]int64{s.exec.proxy.events.Load(), s.exec.proxy.records.Load()}
+	}
+	return sn, nil
+}
+
+func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err error) {
+	res = &ModeResult{Mode: mode, N: o.N, Workload: o.Workload}
+	s, err := startSession(ctx, o, mode, o.N)
 	if err != nil {
 		return res, err
 	}
-	ctrlBefore, err := scrapeHTTP(ctx, cp.metricsURL)
-	if err != nil {
-		return res, fmt.Errorf("%s metrics: %w", mode, err)
-	}
-	procBefore, err := readProc(cp.p.Pid())
+	defer s.close()
+	res.NodesUntaintedByHarness = s.r.nodeUntaintedByHarness
+	cp, ob := s.cp, s.ob
+
+	before, err := s.snap(ctx, cp)
 	if err != nil {
 		return res, err
-	}
-	var evBefore, evCallsBefore int64
-	if proxy != nil {
-		evBefore, evCallsBefore = proxy.events.Load(), proxy.records.Load()
 	}
 
 	// Create the TaskActions.
 	start := time.Now()
-	if err := createAll(ctx, o, cl, ob); err != nil {
+	if err := createAll(ctx, o, s.cl, ob, 0, o.N, o.Rate, s.bucket()); err != nil {
 		return res, err
 	}
 	res.CreateSeconds = time.Since(start).Seconds()
@@ -257,60 +386,27 @@ wait:
 		}
 	}
 
-	apiAfter, err := scrapeAPIServer(ctx, r.admin)
+	after, err := s.snap(ctx, cp)
 	if err != nil {
 		return res, err
 	}
-	ctrlAfter, err := scrapeHTTP(ctx, cp.metricsURL)
-	if err != nil {
-		return res, fmt.Errorf("%s metrics: %w", mode, err)
-	}
-	procAfter, err := readProc(cp.p.Pid())
-	if err != nil {
-		return res, err
-	}
-	harnessAfter := harnessCounts()
-	ccancel()
 
 	// Numbers.
 	ob.mu.Lock()
-	defer ob.mu.Unlock()
 	res.fill(o, ob, start, end)
-	res.APIServer = requestTable(delta(counters(apiAfter, "apiserver_request_total", apiserverKey), counters(apiBefore, "apiserver_request_total", apiserverKey)), o.N)
-	res.APIServerCPUSeconds = value(apiAfter, "process_cpu_seconds_total") - value(apiBefore, "process_cpu_seconds_total")
-	res.Controller = requestTable(delta(counters(ctrlAfter, "executor_api_requests_total", clientKey), counters(ctrlBefore, "executor_api_requests_total", clientKey)), o.N)
-	res.Harness = requestTable(delta(harnessAfter, harnessBefore), o.N)
-	res.OtherRequestsPerTA = res.APIServer.TotalPerTA - res.Controller.TotalPerTA - res.Harness.TotalPerTA
-	res.PeakRSSMiB = float64(procAfter.PeakRSSKiB) / 1024
-	res.CPUSeconds = procAfter.CPUSeconds - procBefore.CPUSeconds
-	res.CPUSecondsTotal = procAfter.CPUSeconds
-	res.ExecutorMetrics = map[string]float64{}
-	for k, v := range delta(counters(ctrlAfter, "executor_taskaction_transitions_total", func(l map[string]string) string {
-		return "transitions " + l["phase"] + " " + l["outcome"]
-	}), counters(ctrlBefore, "executor_taskaction_transitions_total", func(l map[string]string) string {
-		return "transitions " + l["phase"] + " " + l["outcome"]
-	})) {
-		res.ExecutorMetrics[k] = v
-	}
-	for _, name := range []string{"executor_taskaction_attempts_total", "executor_event_batch_events_count", "executor_event_batch_events_sum",
-		"executor_event_batch_failures_total", "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
-		"executor_event_batch_duration_seconds_sum", "executor_event_batch_duration_seconds_count",
-		"executor_taskaction_terminal_latency_seconds_sum", "executor_taskaction_terminal_latency_seconds_count",
-		"executor_taskaction_launch_latency_seconds_sum", "executor_taskaction_launch_latency_seconds_count",
-		"controller_runtime_reconcile_time_seconds_sum", "controller_runtime_reconcile_time_seconds_count",
-		"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count", "workqueue_retries_total",
-		"executor_api_request_duration_seconds_sum", "executor_api_request_duration_seconds_count",
-		"rest_client_rate_limiter_duration_seconds_sum", "rest_client_rate_limiter_duration_seconds_count"} {
-		if d := value(ctrlAfter, name) - value(ctrlBefore, name); d != 0 {
-			res.ExecutorMetrics[name] = d
-		}
-	}
-	if len(res.ExecutorMetrics) == 0 {
-		res.ExecutorMetrics = nil
-	}
-	if proxy != nil {
-		ev := &EventStats{RecordCalls: proxy.records.Load() - evCallsBefore, Events: proxy.events.Load() - evBefore,
-			Undecoded: proxy.undecoded.Load(), FailedCalls: proxy.recordFailed.Load()}
+	ob.mu.Unlock()
+	res.fillRequests(o, before, after)
+	res.PeakRSSMiB = float64(after.proc.PeakRSSKiB) / 1024
+	res.CPUSeconds = after.proc.CPUSeconds - before.proc.CPUSeconds
+	res.CPUSecondsTotal = after.proc.CPUSeconds
+	res.CPUSecondsPerTA = res.CPUSeconds / float64(o.N)
+	res.APIServerCPUMsPerTA = 1000 * res.APIServerCPUSeconds / float64(o.N)
+	res.RateLimiter = rateLimiterStats(before.ctrl, after.ctrl, res.Controller.Total)
+	res.ExecutorMetrics = controllerMetrics(before.ctrl, after.ctrl)
+	if s.exec != nil {
+		p := s.exec.proxy
+		ev := &EventStats{RecordCalls: after.events[1] - before.events[1], Events: after.events[0] - before.events[0],
+			Undecoded: p.undecoded.Load(), FailedCalls: p.recordFailed.Load()}
 		if ev.Events > 0 {
 			ev.RecordCallsPer1000Events = 1000 * float64(ev.RecordCalls) / float64(ev.Events)
 		}
@@ -321,7 +417,77 @@ wait:
 	if timedOut {
 		return res, fmt.Errorf("timed out after %s: %d of %d TaskActions did not end", o.Timeout, ob.left, o.N)
 	}
+	if o.GC {
+		d, err := s.deletionPhase(ctx)
+		res.Deletion = d
+		if err != nil {
+			return res, fmt.Errorf("deletion phase: %w", err)
+		}
+	}
 	return res, nil
+}
+
+// fillRequests puts the request tables of the hot path into res.
+func (res *ModeResult) fillRequests(o options, before, after snapshot) {
+	res.APIServer = requestTable(delta(counters(after.api, "apiserver_request_total", apiserverKey), counters(before.api, "apiserver_request_total", apiserverKey)), o.N)
+	res.APIServerCPUSeconds = value(after.api, "process_cpu_seconds_total") - value(before.api, "process_cpu_seconds_total")
+	res.Controller = requestTable(delta(counters(after.ctrl, "executor_api_requests_total", clientKey), counters(before.ctrl, "executor_api_requests_total", clientKey)), o.N)
+	res.Harness = requestTable(delta(after.harness, before.harness), o.N)
+	res.OtherRequestsPerTA = res.APIServer.TotalPerTA - res.Controller.TotalPerTA - res.Harness.TotalPerTA
+	if res.Attempts > 0 {
+		res.RequestsPerAttempt = round3(res.Controller.Total / float64(res.Attempts))
+		res.APIServerRequestsPerAttempt = round3(res.APIServer.Total / float64(res.Attempts))
+	}
+}
+
+// controllerMetrics are the controller's own counters of interest, as deltas.
+func controllerMetrics(before, after []sample) map[string]float64 {
+	out := map[string]float64{}
+	transition := func(l map[string]string) string { return "transitions " + l["phase"] + " " + l["outcome"] }
+	for k, v := range delta(counters(after, "executor_taskaction_transitions_total", transition), counters(before, "executor_taskaction_transitions_total", transition)) {
+		out[k] = v
+	}
+	for _, name := range []string{"executor_taskaction_attempts_total", "executor_taskaction_retries_total", "executor_event_batch_events_count", "executor_event_batch_events_sum",
+		"executor_event_batch_failures_total", "controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total",
+		"executor_event_batch_duration_seconds_sum", "executor_event_batch_duration_seconds_count",
+		"executor_taskaction_terminal_latency_seconds_sum", "executor_taskaction_terminal_latency_seconds_count",
+		"executor_taskaction_launch_latency_seconds_sum", "executor_taskaction_launch_latency_seconds_count",
+		"controller_runtime_reconcile_time_seconds_sum", "controller_runtime_reconcile_time_seconds_count",
+		"workqueue_queue_duration_seconds_sum", "workqueue_queue_duration_seconds_count", "workqueue_retries_total",
+		"executor_api_request_duration_seconds_sum", "executor_api_request_duration_seconds_count",
+		"executor_gc_deleted_total",
+		"rest_client_rate_limiter_duration_seconds_sum", "rest_client_rate_limiter_duration_seconds_count"} {
+		if d := value(after, name) - value(before, name); d != 0 {
+			out[name] = d
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// rateLimiterStats is the time the controller's requests waited on
+// client-go's client-side rate limiter (--qps/--burst), from
+// rest_client_rate_limiter_duration_seconds, which controller-runtime serves
+// only when the process enabled it; nil when the controller does not expose it.
+func rateLimiterStats(before, after []sample, requests float64) *RateLimiterStats {
+	const name = "rest_client_rate_limiter_duration_seconds"
+	if !has(after, name+"_count") {
+		return &RateLimiterStats{Exposed: false}
+	}
+	st := &RateLimiterStats{Exposed: true,
+		WaitSeconds: round3(value(after, name+"_sum") - value(before, name+"_sum")),
+		Waits:       value(after, name+"_count") - value(before, name+"_count")}
+	if st.Waits > 0 {
+		st.MeanWaitMS = round3(1000 * st.WaitSeconds / st.Waits)
+	}
+	// Requests that waited longer than 25 ms: above the histogram's second bucket.
+	st.WaitsOver25ms = st.Waits - (bucket(after, name, "0.025") - bucket(before, name, "0.025"))
+	if requests > 0 {
+		st.WaitMSPerRequest = round3(1000 * st.WaitSeconds / requests)
+	}
+	return st
 }
 
 func harnessCounts() map[string]float64 {
@@ -356,7 +522,7 @@ func startFloor(ctx context.Context, o options, r *rig, dir string) (*controller
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	p, err := startProc(ctx, "floor", filepath.Join(dir, "floor.log"), self, "floor", "--kubeconfig="+r.ctrlKC,
-		"--metrics-addr="+addr, "--qps="+strconv.FormatFloat(o.QPS, 'f', -1, 64), "--burst="+strconv.Itoa(o.Burst),
+		"--metrics-addr="+addr, "--qps="+strconv.FormatFloat(o.FloorQPS, 'f', -1, 64), "--burst="+strconv.Itoa(o.FloorBurst),
 		"--workers="+strconv.Itoa(o.Workers))
 	if err != nil {
 		return nil, err
@@ -368,70 +534,89 @@ func startFloor(ctx context.Context, o options, r *rig, dir string) (*controller
 	return cp, waitHTTP(ctx, cp.metricsURL, 30*time.Second, p)
 }
 
-// startExecutor runs the events service (behind the counting proxy), the
-// cache service and bin/executor, each a subprocess.
-func startExecutor(ctx context.Context, o options, r *rig, dir string) (*controllerProc, *eventsProxy, []*proc, error) {
-	var svcs []*proc
+// startExecutorDeps runs the events service (behind the counting proxy) and
+// the cache service, each a subprocess, and writes the executor's config
+// file when the workload needs one: the Flyte form's blob storage, a file://
+// bucket in the work directory.
+func startExecutorDeps(ctx context.Context, o options, dir string) (*executorDeps, error) {
+	d := &executorDeps{}
+	if o.Workload == workloadFlyte {
+		b, err := json.Marshal(map[string]any{config.StorageSection: local.StorageConfig(dir)})
+		if err != nil {
+			return nil, err
+		}
+		d.config = filepath.Join(dir, "executor-config.yaml")
+		if err := os.WriteFile(d.config, b, 0o644); err != nil {
+			return nil, err
+		}
+	}
 	evPort, err := freePort()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	evAddr := "127.0.0.1:" + strconv.Itoa(evPort)
 	ev, err := startProc(ctx, "events-service", filepath.Join(dir, "events-service.log"), o.ExecutorBin,
 		"events-service", "--listen="+evAddr, "--data-dir="+filepath.Join(dir, "events"))
 	if err != nil {
-		return nil, nil, svcs, err
+		return nil, err
 	}
-	svcs = append(svcs, ev)
+	d.svcs = append(d.svcs, ev)
 	cachePort, err := freePort()
 	if err != nil {
-		return nil, nil, svcs, err
+		return d, err
 	}
-	cacheAddr := "127.0.0.1:" + strconv.Itoa(cachePort)
+	d.cacheAddr = "127.0.0.1:" + strconv.Itoa(cachePort)
 	cs, err := startProc(ctx, "cache-service", filepath.Join(dir, "cache-service.log"), o.ExecutorBin,
-		"cache-service", "--listen="+cacheAddr, "--data-dir="+filepath.Join(dir, "cache"))
+		"cache-service", "--listen="+d.cacheAddr, "--data-dir="+filepath.Join(dir, "cache"))
 	if err != nil {
-		return nil, nil, svcs, err
+		return d, err
 	}
-	svcs = append(svcs, cs)
+	d.svcs = append(d.svcs, cs)
 	for _, s := range []struct {
 		p    *proc
 		addr string
-	}{{ev, evAddr}, {cs, cacheAddr}} {
+	}{{ev, evAddr}, {cs, d.cacheAddr}} {
 		if err := waitTCP(ctx, s.addr, time.Minute, s.p); err != nil {
-			return nil, nil, svcs, err
+			return d, err
 		}
 	}
-	proxy, err := startEventsProxy("http://" + evAddr)
-	if err != nil {
-		return nil, nil, svcs, err
-	}
+	d.proxy, err = startEventsProxy("http://" + evAddr)
+	return d, err
+}
+
+// startExecutor runs bin/executor (log <name>.log) against deps; gcArgs
+// configure its garbage collector.
+func startExecutor(ctx context.Context, o options, r *rig, dir string, deps *executorDeps, name string, gcArgs []string) (*controllerProc, error) {
 	mport, err := freePort()
 	if err != nil {
-		return nil, proxy, svcs, err
+		return nil, err
 	}
 	maddr := "127.0.0.1:" + strconv.Itoa(mport)
 	args := []string{"--kubeconfig=" + r.ctrlKC,
 		"--executor.metricsBindAddress=" + maddr, "--executor.metricsSecure=false",
-		"--executor.healthProbeBindAddress=0", "--executor.gc.interval=0", "--executor.leaderElect=false",
-		"--executor.eventsServiceURL=http://" + proxy.addr, "--executor.cacheServiceURL=http://" + cacheAddr,
+		"--executor.healthProbeBindAddress=0", "--executor.leaderElect=false",
+		"--executor.eventsServiceURL=http://" + deps.proxy.addr, "--executor.cacheServiceURL=http://" + deps.cacheAddr,
 		"--executor.kubeAPIQPS=" + strconv.FormatFloat(o.QPS, 'f', -1, 64), "--executor.kubeAPIBurst=" + strconv.Itoa(o.Burst)}
+	if deps.config != "" {
+		args = append(args, "--config="+deps.config)
+	}
+	args = append(args, gcArgs...)
 	args = append(args, strings.Fields(o.ExecutorArgs)...)
-	p, err := startProc(ctx, "executor", filepath.Join(dir, "executor.log"), o.ExecutorBin, args...)
+	p, err := startProc(ctx, name, filepath.Join(dir, name+".log"), o.ExecutorBin, args...)
 	if err != nil {
-		return nil, proxy, svcs, err
+		return nil, err
 	}
 	cp := &controllerProc{p: p, metricsURL: "http://" + maddr + "/metrics"}
 	if err := waitHTTP(ctx, cp.metricsURL, 2*time.Minute, p); err != nil {
-		return cp, proxy, svcs, err
+		return cp, err
 	}
 	// The metrics server starts before the caches sync: wait for the
 	// reconciler's workers, which start once they have.
 	if err := waitLogLine(ctx, p, `"msg":"Starting workers"`, 2*time.Minute); err != nil {
-		return cp, proxy, svcs, err
+		return cp, err
 	}
 	time.Sleep(time.Second)
-	return cp, proxy, svcs, nil
+	return cp, nil
 }
 
 // wantFail spreads the failures evenly: TaskAction i fails when the running
@@ -440,27 +625,12 @@ func wantFail(i int, f float64) bool {
 	return math.Floor(float64(i+1)*f) > math.Floor(float64(i)*f)
 }
 
-func benchTaskAction(i int, fail bool) *flytev1.TaskAction {
-	name := fmt.Sprintf("bench-%05d", i)
-	tt := &flytev1.TypedTaskTemplate{
-		ID:        flytev1.TaskID{Name: "bench", Version: "v1"},
-		Container: &flytev1.Container{Image: "busybox:1.36", Command: []string{"true"}},
-	}
-	if fail {
-		tt.PodTemplate = &flytev1.PodTemplate{Annotations: map[string]string{FailAnnotation: "true"}}
-	}
-	return &flytev1.TaskAction{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNamespace},
-		Spec: flytev1.TaskActionSpec{RunName: "bench", Project: "bench", Domain: "development",
-			ActionName: name, TaskType: "container", Template: tt,
-			InputURI: "s3://bench/inputs/" + name + "/inputs.pb", RunOutputBase: "s3://bench/outputs/bench"},
-	}
-}
-
-func createAll(ctx context.Context, o options, cl client.Client, ob *observer) error {
+// createAll creates TaskActions first … first+n-1 of the workload, at rate
+// per second (0: as fast as the creators go).
+func createAll(ctx context.Context, o options, cl client.Client, ob *observer, first, n int, rate float64, bucket string) error {
 	var limiter flowcontrol.RateLimiter
-	if o.Rate > 0 {
-		limiter = flowcontrol.NewTokenBucketRateLimiter(float32(o.Rate), 1)
+	if rate > 0 {
+		limiter = flowcontrol.NewTokenBucketRateLimiter(float32(rate), 1)
 	}
 	idx := make(chan int)
 	errc := make(chan error, o.Creators)
@@ -470,9 +640,11 @@ func createAll(ctx context.Context, o options, cl client.Client, ob *observer) e
 		go func() {
 			defer wg.Done()
 			for i := range idx {
-				fail := wantFail(i, o.FailFraction)
-				ta := benchTaskAction(i, fail)
-				var err error
+				ta, want, err := workloadTaskAction(o, i, bucket)
+				if err != nil {
+					errc <- err
+					return
+				}
 				for attempt := 0; attempt < 5; attempt++ {
 					cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 					err = cl.Create(cctx, ta)
@@ -489,14 +661,14 @@ func createAll(ctx context.Context, o options, cl client.Client, ob *observer) e
 				now := time.Now()
 				ob.mu.Lock()
 				rec := ob.get(ta.Name)
-				rec.created, rec.wantFail = now, fail
+				rec.created, rec.want = now, want
 				ob.mu.Unlock()
 			}
 		}()
 	}
 	var err error
 feed:
-	for i := range o.N {
+	for i := first; i < first+n; i++ {
 		if limiter != nil {
 			if err = limiter.Wait(ctx); err != nil {
 				break
@@ -566,14 +738,19 @@ func (res *ModeResult) fill(o options, ob *observer, start, end time.Time) {
 		if !r.podCreated.IsZero() {
 			toPod = append(toPod, ms(r.podCreated.Sub(r.created)))
 		}
+		res.Attempts += r.pods
+		res.ExpectedAttempts += r.want.attempts()
 		if !r.taTerminal.IsZero() {
 			if r.failed {
 				res.Failed++
 			} else {
 				res.Succeeded++
 			}
-			if r.failed != r.wantFail {
+			if r.failed != r.want.fail || r.pods != r.want.attempts() {
 				res.UnexpectedOutcomes++
+			}
+			if r.want.retry {
+				res.Retried++
 			}
 			e2e = append(e2e, ms(r.taTerminal.Sub(r.created)))
 			if !r.podTerminal.IsZero() {

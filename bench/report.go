@@ -19,20 +19,30 @@ type Report struct {
 	Params   Params        `json:"params"`
 	Machine  Machine       `json:"machine"`
 	Modes    []*ModeResult `json:"modes"`
+	// SearchParams and Search are --search's.
+	SearchParams *SearchParams   `json:"searchParams,omitempty"`
+	Search       []*SearchResult `json:"search,omitempty"`
 }
 
 type Params struct {
-	N            int     `json:"n"`
-	Rate         float64 `json:"ratePerSecond"`
-	FailFraction float64 `json:"failFraction"`
-	RunDelay     string  `json:"runDelay"`
-	FinishDelay  string  `json:"finishDelay"`
-	Nodes        int     `json:"nodes"`
-	QPS          float64 `json:"controllerQPS"`
-	Burst        int     `json:"controllerBurst"`
-	Creators     int     `json:"creators"`
-	ExecutorBin  string  `json:"executorBinary,omitempty"`
-	ExecutorSHA  string  `json:"executorSHA256,omitempty"`
+	N             int     `json:"n"`
+	Rate          float64 `json:"ratePerSecond"`
+	FailFraction  float64 `json:"failFraction"`
+	RunDelay      string  `json:"runDelay"`
+	FinishDelay   string  `json:"finishDelay"`
+	Nodes         int     `json:"nodes"`
+	QPS           float64 `json:"controllerQPS"`
+	Burst         int     `json:"controllerBurst"`
+	Creators      int     `json:"creators"`
+	Workload      string  `json:"workload"`
+	RetryFraction float64 `json:"retryFraction,omitempty"`
+	FloorQPS      float64 `json:"floorQPS"`
+	FloorBurst    int     `json:"floorBurst"`
+	GC            bool    `json:"deletionPhase"`
+	GCInterval    string  `json:"gcInterval,omitempty"`
+	GCTTL         string  `json:"gcMaxTTL,omitempty"`
+	ExecutorBin   string  `json:"executorBinary,omitempty"`
+	ExecutorSHA   string  `json:"executorSHA256,omitempty"`
 }
 
 type Percentiles struct {
@@ -67,14 +77,31 @@ type EventStats struct {
 	FailedCalls              int64   `json:"failedRecordCalls"`
 }
 
+// RateLimiterStats is the controller's wait on client-go's client-side rate
+// limiter during the hot path (rest_client_rate_limiter_duration_seconds).
+type RateLimiterStats struct {
+	// Exposed is false when the controller does not serve the metric.
+	Exposed          bool    `json:"exposed"`
+	WaitSeconds      float64 `json:"waitSecondsTotal"`
+	Waits            float64 `json:"requests"`
+	MeanWaitMS       float64 `json:"meanWaitMs"`
+	WaitsOver25ms    float64 `json:"requestsWaitingOver25ms"`
+	WaitMSPerRequest float64 `json:"waitMsPerRequest"`
+}
+
 type ModeResult struct {
-	Mode                    string  `json:"mode"`
-	Error                   string  `json:"error,omitempty"`
-	N                       int     `json:"n"`
-	Succeeded               int     `json:"succeeded"`
-	Failed                  int     `json:"failed"`
-	Unfinished              int     `json:"unfinished"`
-	UnexpectedOutcomes      int     `json:"unexpectedOutcomes"`
+	Mode               string `json:"mode"`
+	Workload           string `json:"workload,omitempty"`
+	Error              string `json:"error,omitempty"`
+	N                  int    `json:"n"`
+	Succeeded          int    `json:"succeeded"`
+	Failed             int    `json:"failed"`
+	Unfinished         int    `json:"unfinished"`
+	UnexpectedOutcomes int    `json:"unexpectedOutcomes"`
+	Retried            int    `json:"retried"`
+	// Attempts are the pods the harness saw (one per attempt).
+	Attempts                int     `json:"attempts"`
+	ExpectedAttempts        int     `json:"expectedAttempts"`
 	NodesUntaintedByHarness bool    `json:"nodesUntaintedByHarness,omitempty"`
 	CreateSeconds           float64 `json:"createSeconds"`
 	WallSeconds             float64 `json:"wallSeconds"`
@@ -89,18 +116,27 @@ type ModeResult struct {
 	Controller          RequestTable `json:"controllerRequests"`
 	Harness             RequestTable `json:"harnessRequests"`
 	OtherRequestsPerTA  float64      `json:"otherRequestsPerTaskAction"`
+	// Per attempt (pod): the controller's own and the API server's.
+	RequestsPerAttempt          float64           `json:"controllerRequestsPerAttempt"`
+	APIServerRequestsPerAttempt float64           `json:"apiServerRequestsPerAttempt"`
+	APIServerCPUMsPerTA         float64           `json:"apiServerCPUMsPerTaskAction"`
+	RateLimiter                 *RateLimiterStats `json:"clientRateLimiter,omitempty"`
 
 	Events *EventStats `json:"events,omitempty"`
 
 	PeakRSSMiB      float64            `json:"peakRSSMiB"`
 	CPUSeconds      float64            `json:"cpuSeconds"`
 	CPUSecondsTotal float64            `json:"cpuSecondsWithStartup"`
+	CPUSecondsPerTA float64            `json:"cpuSecondsPerTaskAction"`
 	ExecutorMetrics map[string]float64 `json:"controllerMetrics,omitempty"`
 	LogErrors       int                `json:"logErrors"`
 	LogErrorSamples []string           `json:"logErrorSamples,omitempty"`
 
 	// Completions are the seconds from the first create to each TaskAction's end.
 	Completions []float64 `json:"completions"`
+
+	// Deletion is the deletion phase (--gc), after the hot path.
+	Deletion *Deletion `json:"deletion,omitempty"`
 }
 
 func requestTable(m map[string]float64, n int) RequestTable {
@@ -138,6 +174,9 @@ func (r *Report) Write(dir, tag string) ([]string, error) {
 		return nil, err
 	}
 	base := fmt.Sprintf("%s-%d", r.Started.Format("2006-01-02"), r.Params.N)
+	if r.SearchParams != nil {
+		base = r.Started.Format("2006-01-02") + "-search"
+	}
 	if tag != "" {
 		base += "-" + tag
 	}
@@ -150,6 +189,12 @@ func (r *Report) Write(dir, tag string) ([]string, error) {
 	}
 	if err := os.WriteFile(jp, append(b, '\n'), 0o644); err != nil {
 		return nil, err
+	}
+	if r.SearchParams != nil {
+		if err := os.WriteFile(mp, []byte(r.SearchMarkdown()), 0o644); err != nil {
+			return nil, err
+		}
+		return []string{jp, mp}, nil
 	}
 	if err := os.WriteFile(mp, []byte(r.Markdown(filepath.Base(pp))), 0o644); err != nil {
 		return nil, err
@@ -175,8 +220,12 @@ func (r *Report) Markdown(png string) string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# Benchmark %s, N=%d\n\n", r.Started.Format("2006-01-02 15:04 UTC"), r.Params.N)
 	p("`%s`\n\n", r.Command)
-	p("Rate %s, fail fraction %.2f, run delay %s, finish delay %s, %d kwok nodes, controller client QPS %.0f / burst %d. ",
-		rateText(r.Params.Rate), r.Params.FailFraction, r.Params.RunDelay, r.Params.FinishDelay, r.Params.Nodes, r.Params.QPS, r.Params.Burst)
+	p("Workload %s, rate %s, fail fraction %.2f, ", workloadText(r.Params.Workload), rateText(r.Params.Rate), r.Params.FailFraction)
+	if r.Params.RetryFraction > 0 {
+		p("retry fraction %.2f (retries 1, first attempt fails), ", r.Params.RetryFraction)
+	}
+	p("run delay %s, finish delay %s, %d kwok nodes, controller client QPS %.0f / burst %d (floor %.0f / %d). ",
+		r.Params.RunDelay, r.Params.FinishDelay, r.Params.Nodes, r.Params.QPS, r.Params.Burst, r.Params.FloorQPS, r.Params.FloorBurst)
 	if r.Params.ExecutorSHA != "" {
 		p("Executor binary %s (sha256 %s). ", r.Params.ExecutorBin, r.Params.ExecutorSHA)
 	}
@@ -202,10 +251,14 @@ func (r *Report) Markdown(png string) string {
 	row := func(name string, f func(*ModeResult) float64, format string) {
 		p("| %s |", name)
 		for _, m := range cols {
-			p(" "+format+" |", f(m))
+			if v := f(m); math.IsNaN(v) {
+				p(" n/a |")
+			} else {
+				p(" "+format+" |", v)
+			}
 		}
 		if ratio {
-			if d := f(fl); d != 0 {
+			if d := f(fl); d != 0 && !math.IsNaN(d) && !math.IsNaN(f(ex)) {
 				p(" %.2f |", f(ex)/d)
 			} else {
 				p(" – |")
@@ -215,6 +268,12 @@ func (r *Report) Markdown(png string) string {
 	}
 	row("TaskActions ended (ok + failed)", func(m *ModeResult) float64 { return float64(m.Succeeded + m.Failed) }, "%.0f")
 	row("failed (expected: fail fraction × N)", func(m *ModeResult) float64 { return float64(m.Failed) }, "%.0f")
+	if r.Params.RetryFraction > 0 {
+		row("retried (attempt 1 failed, attempt 2 succeeded)", func(m *ModeResult) float64 { return float64(m.Retried) }, "%.0f")
+	}
+	row("attempts (pods seen; expected)", func(m *ModeResult) float64 { return float64(m.Attempts) }, "%.0f")
+	row("… expected", func(m *ModeResult) float64 { return float64(m.ExpectedAttempts) }, "%.0f")
+	row("unexpected outcomes (status or attempts)", func(m *ModeResult) float64 { return float64(m.UnexpectedOutcomes) }, "%.0f")
 	row("unfinished", func(m *ModeResult) float64 { return float64(m.Unfinished) }, "%.0f")
 	row("time to create all (s)", func(m *ModeResult) float64 { return m.CreateSeconds }, "%.1f")
 	row("first create → last terminal (s)", func(m *ModeResult) float64 { return m.WallSeconds }, "%.1f")
@@ -233,10 +292,44 @@ func (r *Report) Markdown(png string) string {
 	row("API server requests / TaskAction (everyone)", func(m *ModeResult) float64 { return m.APIServer.TotalPerTA }, "%.2f")
 	row("… harness's own / TaskAction", func(m *ModeResult) float64 { return m.Harness.TotalPerTA }, "%.2f")
 	row("… others (kube-scheduler, kwok) / TaskAction", func(m *ModeResult) float64 { return m.OtherRequestsPerTA }, "%.2f")
+	row("controller's own API requests / attempt", func(m *ModeResult) float64 { return m.RequestsPerAttempt }, "%.2f")
+	row("API server requests / attempt (everyone)", func(m *ModeResult) float64 { return m.APIServerRequestsPerAttempt }, "%.2f")
 	row("kube-apiserver CPU (s)", func(m *ModeResult) float64 { return m.APIServerCPUSeconds }, "%.1f")
+	row("**kube-apiserver CPU / TaskAction (ms)**", func(m *ModeResult) float64 { return m.APIServerCPUMsPerTA }, "%.1f")
 	row("controller peak RSS (MiB)", func(m *ModeResult) float64 { return m.PeakRSSMiB }, "%.0f")
 	row("controller CPU during the run (s)", func(m *ModeResult) float64 { return m.CPUSeconds }, "%.1f")
+	row("**controller CPU / TaskAction (s)**", func(m *ModeResult) float64 { return m.CPUSecondsPerTA }, "%.4f")
+	rl := func(f func(*RateLimiterStats) float64) func(*ModeResult) float64 {
+		return func(m *ModeResult) float64 {
+			if m.RateLimiter == nil || !m.RateLimiter.Exposed {
+				return math.NaN()
+			}
+			return f(m.RateLimiter)
+		}
+	}
+	row("client rate limiter: total wait (s)", rl(func(s *RateLimiterStats) float64 { return s.WaitSeconds }), "%.2f")
+	row("client rate limiter: mean wait / request (ms)", rl(func(s *RateLimiterStats) float64 { return s.MeanWaitMS }), "%.2f")
+	row("client rate limiter: requests waiting > 25 ms", rl(func(s *RateLimiterStats) float64 { return s.WaitsOver25ms }), "%.0f")
 	row("controller error log lines", func(m *ModeResult) float64 { return float64(m.LogErrors) }, "%.0f")
+	del := func(f func(*Deletion) float64) func(*ModeResult) float64 {
+		return func(m *ModeResult) float64 {
+			if m.Deletion == nil {
+				return math.NaN()
+			}
+			return f(m.Deletion)
+		}
+	}
+	if r.Params.GC {
+		row("deletion: all TaskActions gone after (s)", del(func(d *Deletion) float64 { return d.Seconds }), "%.1f")
+		row("deletion: TaskActions left", del(func(d *Deletion) float64 { return float64(d.Left) }), "%.0f")
+		row("**deletion: deleter's requests / TaskAction**", del(func(d *Deletion) float64 { return d.RequestsPerTA }), "%.2f")
+		row("… controller's own / TaskAction", del(func(d *Deletion) float64 { return d.Controller.TotalPerTA }), "%.2f")
+		row("… harness's / TaskAction", del(func(d *Deletion) float64 { return d.Harness.TotalPerTA }), "%.2f")
+		row("deletion: API server requests / TaskAction (everyone)", del(func(d *Deletion) float64 { return d.APIServer.TotalPerTA }), "%.2f")
+		row("deletion: controller CPU (s)", del(func(d *Deletion) float64 { return d.ControllerCPUSeconds }), "%.2f")
+		row("deletion: kube-apiserver CPU (s)", del(func(d *Deletion) float64 { return d.APIServerCPUSeconds }), "%.2f")
+		row("deletion: pods left (no kube-controller-manager)", del(func(d *Deletion) float64 { return float64(d.PodsLeft) }), "%.0f")
+	}
 	if ex != nil && ex.Events != nil {
 		p("\nEvents (executor only; the floor sends none): %d Record calls carrying %d events = **%.1f Record calls per 1,000 events**, %.2f events per TaskAction (%d failed calls, %d undecoded).\n",
 			ex.Events.RecordCalls, ex.Events.Events, ex.Events.RecordCallsPer1000Events, ex.Events.EventsPerTA, ex.Events.FailedCalls, ex.Events.Undecoded)
@@ -246,6 +339,25 @@ func (r *Report) Markdown(png string) string {
 		p("| verb resource code | count | per TaskAction |\n|---|---:|---:|\n")
 		for _, rr := range m.Controller.Rows {
 			p("| %s | %.0f | %.3f |\n", rr.Key, rr.Count, rr.PerTA)
+		}
+	}
+	for _, m := range cols {
+		if m.RateLimiter != nil && !m.RateLimiter.Exposed {
+			p("\n%s does not serve `rest_client_rate_limiter_duration_seconds` (client-go's rate-limiter wait is opt-in in controller-runtime: `metrics.RegisterRESTClientMetrics(metrics.MetricRateLimiterLatency)`), so whether its client QPS bound it is not measured.\n", m.Mode)
+		}
+	}
+	for _, m := range cols {
+		if d := m.Deletion; d != nil {
+			p("\n## %s: deletion phase, deleter's requests per TaskAction\n\nDeleted by %s.\n\n", m.Mode, d.By)
+			p("| verb resource code | count | per TaskAction |\n|---|---:|---:|\n")
+			for _, t := range []struct {
+				who string
+				t   RequestTable
+			}{{"controller", d.Controller}, {"harness", d.Harness}} {
+				for _, rr := range t.t.Rows {
+					p("| %s: %s | %.0f | %.3f |\n", t.who, rr.Key, rr.Count, rr.PerTA)
+				}
+			}
 		}
 	}
 	for _, m := range cols {
@@ -271,6 +383,51 @@ func (r *Report) Markdown(png string) string {
 	}
 	p("\n![completions over time](%s)\n\n", png)
 	p("The chart: TaskActions terminal (y, 0 to N) against seconds since the first create (x); floor in blue, executor in red; grid lines every 10%% of N and at round seconds (the numbers on the axes are the maxima).\n")
+	return b.String()
+}
+
+func workloadText(w string) string {
+	switch w {
+	case workloadFlyte:
+		return "flyte (spec.taskTemplate: Flyte's serialized container task; file:// bucket storage)"
+	case workloadRetries:
+		return "retries (typed)"
+	case "":
+		return workloadTyped
+	}
+	return w + " (spec.template)"
+}
+
+// SearchMarkdown is the steady-rate search's table.
+func (r *Report) SearchMarkdown() string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	sp := r.SearchParams
+	p("# Steady-rate search %s\n\n", r.Started.Format("2006-01-02 15:04 UTC"))
+	p("`%s`\n\n", r.Command)
+	p("Rates from %.1f/s, × %.2f per step, each held %s; a step passes when the harness created at ≥ 90%% of the rate and p99 create → TaskAction terminal ≤ %s (a TaskAction not ended by the last create + the bound counts as above it); the search stops at the first failing step or after %d steps. Each controller on its own fresh control plane. ",
+		sp.StartRate, sp.Factor, sp.Step, sp.P99Bound, sp.MaxSteps)
+	p("Workload %s, fail fraction %.2f, run delay %s, finish delay %s, %d kwok nodes, client QPS %.0f / burst %d (floor %.0f / %d). ",
+		workloadText(r.Params.Workload), r.Params.FailFraction, r.Params.RunDelay, r.Params.FinishDelay, r.Params.Nodes, r.Params.QPS, r.Params.Burst, r.Params.FloorQPS, r.Params.FloorBurst)
+	p("Machine: %d CPUs (%s), Linux %s, commit %s, load average at start %s.\n\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.Kernel, short(r.Machine.Commit), r.Machine.LoadAvg)
+	p("| controller | **sustained rate (TaskActions/s)** | stopped because | peak RSS (MiB) |\n|---|---:|---|---:|\n")
+	for _, s := range r.Search {
+		why := "max steps reached"
+		if n := len(s.Steps); n > 0 && !s.Steps[n-1].Pass {
+			why = s.Steps[n-1].Why
+		}
+		if s.Error != "" {
+			why = "error: " + s.Error
+		}
+		p("| %s | %.1f | %s | %.0f |\n", s.Mode, s.SustainedRate, why, s.PeakRSSMiB)
+	}
+	for _, s := range r.Search {
+		p("\n## %s\n\n| target rate (/s) | created | created at (/s) | ended | create → terminal p50 (ms) | p99 (ms) | controller CPU (s) | |\n|---:|---:|---:|---:|---:|---:|---:|---|\n", s.Mode)
+		for _, st := range s.Steps {
+			p("| %.1f | %d | %.1f | %d | %.0f | %.0f | %.1f | %s |\n", st.Rate, st.Created, st.CreateRate, st.Ended,
+				st.CreateToTerminalMS.P50, st.CreateToTerminalMS.P99, st.CPUSeconds, passText(st))
+		}
+	}
 	return b.String()
 }
 

@@ -119,6 +119,27 @@ func value(ss []sample, name string) float64 {
 	return v
 }
 
+// has says whether any sample is named name.
+func has(ss []sample, name string) bool {
+	for _, s := range ss {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// bucket sums the histogram name's cumulative bucket le.
+func bucket(ss []sample, name, le string) float64 {
+	var v float64
+	for _, s := range ss {
+		if s.name == name+"_bucket" && s.labels["le"] == le {
+			v += s.value
+		}
+	}
+	return v
+}
+
 func delta(after, before map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range after {
