@@ -31,8 +31,8 @@ const (
 	// requeueDuration, so requeueDuration must stay below ReservationLapse
 	// with room for a busy work queue; half of it leaves 15s.
 	MaxRequeueDuration = ReservationLapse / 2
-	// MinGCInterval keeps the collector's sweeps (a paged LIST of every
-	// TaskAction) from becoming a hot loop.
+	// MinGCInterval keeps the collector's sweeps (a walk of every terminal
+	// TaskAction in the cache) from becoming a hot loop.
 	MinGCInterval = time.Minute
 	// MaxSystemFailuresLimit bounds the relaunches of one attempt (the
 	// controller stores the count as int32).
