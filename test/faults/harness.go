@@ -381,14 +381,14 @@ func (x *suite) lastTerminal() time.Time {
 func (x *suite) world(expected map[string]audit.Outcome, deleted map[string]string) (audit.World, []audit.APIRequest) {
 	x.t.Helper()
 	w := audit.World{Expected: expected, Deleted: deleted}
-	// The terminal status and the finalizer's release are two writes: give
-	// the second a grace period before counting finalizers as left.
+	// A deletion and the finalizer's release are two steps: give the second a
+	// grace period before counting finalizers as left.
 	var tas flytev1.TaskActionList
 	for deadline := time.Now().Add(finalizerGrace); ; {
 		if err := x.cl.List(x.ctx, &tas, client.InNamespace(namespace)); err != nil {
 			x.t.Fatal(err)
 		}
-		if holding := terminalHolding(tas.Items); holding == 0 || time.Now().After(deadline) {
+		if holding := deletedHolding(tas.Items); holding == 0 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(pollInterval)
@@ -448,15 +448,15 @@ func (x *suite) check(name string, expected map[string]audit.Outcome, deleted ma
 	}
 }
 
-// finalizerGrace is how long a terminal TaskAction may keep the executor's
+// finalizerGrace is how long a deleted TaskAction may keep the executor's
 // finalizer before the audit counts it as left.
 const finalizerGrace = 15 * time.Second
 
-// terminalHolding counts the terminal TaskActions still holding the executor's finalizer.
-func terminalHolding(tas []flytev1.TaskAction) int {
+// deletedHolding counts the deleted TaskActions still held by the executor's finalizer.
+func deletedHolding(tas []flytev1.TaskAction) int {
 	n := 0
 	for i := range tas {
-		if controller.IsTerminal(&tas[i]) && controllerutil.ContainsFinalizer(&tas[i], controller.Finalizer) {
+		if tas[i].DeletionTimestamp != nil && controllerutil.ContainsFinalizer(&tas[i], controller.Finalizer) {
 			n++
 		}
 	}

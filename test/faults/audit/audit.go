@@ -206,6 +206,11 @@ func checkHistory(r *Report, w World) {
 		stored[k][e.GetPhase()]++
 	}
 	for _, ta := range w.TaskActions {
+		if es := ta.Status.ErrorState; es != nil && es.Code == controller.CodeDuplicateAction {
+			// Refused for sharing another's identity: reporting under it would
+			// be taken for the other's, so it reports nothing.
+			continue
+		}
 		k := TaskActionKey(&ta)
 		left := acked[k]
 		storedLeft := stored[k]

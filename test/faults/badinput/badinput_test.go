@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -473,17 +472,15 @@ func kubelet(t *testing.T, k8s client.Client, ns string) func() {
 	return func() { cancel(); wg.Wait() }
 }
 
-// waitTerminal waits for the TaskAction's end and the release of its
-// finalizer (a second write after the terminal status); at the bound it
-// returns a terminal TaskAction as it is, for the audit to count what is
-// left, and nil and why for one that did not end.
+// waitTerminal waits for the TaskAction's end; it returns nil and why for
+// one that did not end within bound.
 func waitTerminal(k8s client.Client, ns, name string, bound time.Duration) (*flytev1.TaskAction, string) {
 	deadline := time.Now().Add(bound)
 	for {
 		ta := &flytev1.TaskAction{}
 		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ta)
 		terminal := err == nil && controller.IsTerminal(ta)
-		if terminal && (!controllerutil.ContainsFinalizer(ta, controller.Finalizer) || time.Now().After(deadline)) {
+		if terminal {
 			return ta, ""
 		}
 		if time.Now().After(deadline) {
