@@ -71,6 +71,10 @@ type Config struct {
 	DefaultMemory              string   `json:"defaultMemory"`
 	ImagePullGracePeriod       Duration `json:"imagePullGracePeriod"`
 	CreateContainerGracePeriod Duration `json:"createContainerGracePeriod"`
+	// QueuedStatusDelay holds back the Queued status of a new pod this long:
+	// a pod that starts running within it costs no status write for Queued
+	// (its QUEUED event is reported at once). 0 writes Queued at once.
+	QueuedStatusDelay Duration `json:"queuedStatusDelay"`
 
 	MaxSystemFailures       int      `json:"maxSystemFailures"`
 	MaxConcurrentReconciles int      `json:"maxConcurrentReconciles"`
@@ -127,6 +131,7 @@ func Default() Config {
 		DefaultMemory:              "1Gi",
 		ImagePullGracePeriod:       Duration{3 * time.Minute},
 		CreateContainerGracePeriod: Duration{3 * time.Minute},
+		QueuedStatusDelay:          Duration{DefaultQueuedStatusDelay},
 
 		MaxSystemFailures: 3,
 		// Reconciles spend most of their time waiting on the API server and on the

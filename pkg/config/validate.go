@@ -31,6 +31,14 @@ const (
 	// requeueDuration, so requeueDuration must stay below ReservationLapse
 	// with room for a busy work queue; half of it leaves 15s.
 	MaxRequeueDuration = ReservationLapse / 2
+	// DefaultQueuedStatusDelay: most pods that start at all start within it
+	// (a scheduled pod with its image cached), and a status that says
+	// nothing for that long after its pod's creation is still current
+	// enough (the QUEUED event is reported at once).
+	DefaultQueuedStatusDelay = 5 * time.Second
+	// MaxQueuedStatusDelay bounds how long the status may say nothing of a
+	// created pod.
+	MaxQueuedStatusDelay = time.Minute
 	// MinGCInterval keeps the collector's sweeps (a walk of every terminal
 	// TaskAction in the cache) from becoming a hot loop.
 	MinGCInterval = time.Minute
@@ -137,6 +145,9 @@ func (c Config) Validate() error {
 		if kv.d.Duration <= 0 {
 			add(kv.key, "must be positive, got %v (there is no \"no grace\" value: use a short period such as 1s)", kv.d)
 		}
+	}
+	if d := c.QueuedStatusDelay.Duration; d < 0 || d > MaxQueuedStatusDelay {
+		add("queuedStatusDelay", "must be between 0 (write Queued at once) and %v, got %v", MaxQueuedStatusDelay, c.QueuedStatusDelay)
 	}
 	if n := c.MaxSystemFailures; n < 0 || n > MaxSystemFailuresLimit {
 		add("maxSystemFailures", "must be between 0 and %d, got %d", MaxSystemFailuresLimit, n)

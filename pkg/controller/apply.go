@@ -38,7 +38,12 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 			return ctrl.Result{}, err
 		}
 	}
+	key := client.ObjectKeyFromObject(ta)
+	writes := !equality.Semantic.DeepEqual(ta.Status, plan.Status)
 	for _, ev := range plan.Events {
+		if r.ackedUnwritten.acknowledged(key, ta.UID, ev) {
+			continue // acknowledged before, and no status written since (deferQueued)
+		}
 		if err := r.Recorder.Record(ctx, ev); err != nil {
 			r.warn(ta, EventActionEventPublishError, "PublishingActionEvent", fmt.Sprintf("failed to report %s of attempt %d: %v", ev.Phase, ev.Attempt, err))
 			r.countTransitions(plan, metrics.OutcomeError)
@@ -48,6 +53,11 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 	if err := r.patchStatus(ctx, ta, &plan.Status); err != nil {
 		r.countTransitions(plan, metrics.OutcomeError)
 		return ctrl.Result{}, err
+	}
+	if writes {
+		r.ackedUnwritten.forget(key)
+	} else {
+		r.ackedUnwritten.add(key, ta.UID, plan.Events)
 	}
 	r.countTransitions(plan, metrics.OutcomeOK)
 	r.countPlan(plan)

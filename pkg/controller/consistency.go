@@ -1,10 +1,18 @@
 package controller
 
 import (
+	"reflect"
+	"slices"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/client-go/tools/cache"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/taskaction/executor/pkg/events"
 )
 
 // writeOrder remembers the resourceVersion of this process's last write to
@@ -76,6 +84,43 @@ func (o *writeOrder) version(key types.NamespacedName) (string, bool) {
 
 // syncedPast says whether an informer whose last synced resourceVersion is
 // synced has seen everything up to rv.
+// handledVersion is the highest resourceVersion of the objects an informer
+// has handed to its handlers: a handler runs after the informer's store took
+// the change, so the store has seen at least that far.
+type handledVersion struct {
+	mu sync.Mutex
+	rv string
+}
+
+func (h *handledVersion) observe(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok || o.GetResourceVersion() == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, err := resourceversion.CompareResourceVersion(o.GetResourceVersion(), h.rv); h.rv == "" || (err == nil && c > 0) {
+		h.rv = o.GetResourceVersion()
+	}
+}
+
+func (h *handledVersion) get() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rv
+}
+
+func (h *handledVersion) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    h.observe,
+		UpdateFunc: func(_, obj any) { h.observe(obj) },
+		DeleteFunc: h.observe,
+	}
+}
+
 func syncedPast(synced, rv string) bool {
 	c, err := resourceversion.CompareResourceVersion(synced, rv)
 	return err == nil && c >= 0
@@ -124,4 +169,76 @@ func (g *released) forget(key types.NamespacedName) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.uids, key)
+}
+
+// acknowledgedEvents remembers, per TaskAction, the events the events service
+// acknowledged while no status was written (a held-back Queued status), so
+// that the reconciles meanwhile do not send them again. Only an identical
+// event is skipped; a restart forgets, and the service stores a re-send once.
+type acknowledgedEvents struct {
+	mu   sync.Mutex
+	sent map[types.NamespacedName]acked
+}
+
+type acked struct {
+	uid    types.UID
+	events []events.Event
+}
+
+func newAcknowledgedEvents() *acknowledgedEvents {
+	return &acknowledgedEvents{sent: map[types.NamespacedName]acked{}}
+}
+
+func (a *acknowledgedEvents) acknowledged(key types.NamespacedName, uid types.UID, ev events.Event) bool {
+	if a == nil {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.sent[key]
+	if !ok || e.uid != uid {
+		return false
+	}
+	return slices.ContainsFunc(e.events, func(s events.Event) bool { return sameEvent(s, ev) })
+}
+
+func (a *acknowledgedEvents) add(key types.NamespacedName, uid types.UID, evs []events.Event) {
+	if a == nil || len(evs) == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.sent[key]
+	if e.uid != uid {
+		e = acked{uid: uid}
+	}
+	for _, ev := range evs {
+		if !slices.ContainsFunc(e.events, func(s events.Event) bool { return sameEvent(s, ev) }) {
+			e.events = append(e.events, ev)
+		}
+	}
+	a.sent[key] = e
+}
+
+func (a *acknowledgedEvents) forget(key types.NamespacedName) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.sent, key)
+}
+
+// sameEvent compares two events by content (their protobuf parts as messages).
+func sameEvent(a, b events.Event) bool {
+	if !proto.Equal(a.LogContext, b.LogContext) || len(a.LogLinks) != len(b.LogLinks) {
+		return false
+	}
+	for i := range a.LogLinks {
+		if !proto.Equal(a.LogLinks[i], b.LogLinks[i]) {
+			return false
+		}
+	}
+	a.LogContext, b.LogContext, a.LogLinks, b.LogLinks = nil, nil, nil, nil
+	return reflect.DeepEqual(a, b)
 }

@@ -5,10 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/pkg/events"
 )
 
 // TestWriteOrder is issue 10, item 9: a cached copy is compared with our
@@ -91,5 +95,42 @@ func TestMetaPatch(t *testing.T) {
 		if g := strings.Join(got, "; "); g != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, g, tc.want)
 		}
+	}
+}
+
+func TestHandledVersion(t *testing.T) {
+	h := &handledVersion{}
+	pod := func(rv string) *corev1.Pod { return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv}} }
+	h.observe(pod("5"))
+	h.observe(pod("12"))
+	h.observe(pod("9")) // an older object handed out late does not move it back
+	h.observe(cache.DeletedFinalStateUnknown{Obj: pod("3")})
+	if got := h.get(); got != "12" {
+		t.Errorf("handled version = %q, want 12", got)
+	}
+	h.observe(cache.DeletedFinalStateUnknown{Obj: pod("20")})
+	if got := h.get(); got != "20" {
+		t.Errorf("after a tombstone: %q, want 20", got)
+	}
+}
+
+func TestAcknowledgedEvents(t *testing.T) {
+	a := newAcknowledgedEvents()
+	key := types.NamespacedName{Namespace: "ns", Name: "hello"}
+	ev := events.Event{Action: "hello", Attempt: 1, Phase: events.PhaseQueued, Version: 1, LogContext: &core.LogContext{PrimaryPodName: "hello-0"}}
+	a.add(key, "uid-1", []events.Event{ev})
+	same := ev
+	same.LogContext = &core.LogContext{PrimaryPodName: "hello-0"} // equal content, another message
+	if !a.acknowledged(key, "uid-1", same) {
+		t.Error("the same event is not recognised")
+	}
+	other := ev
+	other.ClusterEvents = []events.ClusterEvent{{Message: "something else"}}
+	if a.acknowledged(key, "uid-1", other) || a.acknowledged(key, "uid-2", ev) {
+		t.Error("another content, or another TaskAction of the same name, taken as acknowledged")
+	}
+	a.forget(key)
+	if a.acknowledged(key, "uid-1", ev) {
+		t.Error("remembered after forget")
 	}
 }

@@ -68,7 +68,9 @@ type Options struct {
 	RequeueDuration   time.Duration
 	// SafetyWake bounds every wait for a watch event (DefaultSafetyWake when 0).
 	SafetyWake time.Duration
-	Settings   plugin.Settings
+	// QueuedStatusDelay holds back the Queued status of a new pod (0: none).
+	QueuedStatusDelay time.Duration
+	Settings          plugin.Settings
 }
 
 // Reconciler reconciles TaskActions.
@@ -93,9 +95,10 @@ type Reconciler struct {
 	// Clock is the one clock of decisions and of the plugins' observations.
 	Clock clock.PassiveClock
 
-	taWrites   *writeOrder
-	taReleased *released
-	podCreates *writeOrder
+	taWrites       *writeOrder
+	taReleased     *released
+	podCreates     *writeOrder
+	ackedUnwritten *acknowledgedEvents
 	// podSynced is the pod informer's last synced resourceVersion (nil: unknown).
 	podSynced func() string
 }
@@ -117,6 +120,7 @@ func (r *Reconciler) decider() decider {
 		MaxSystemFailures: uint32(max(r.Options.MaxSystemFailures, 0)),
 		Backoff:           r.Options.RequeueDuration,
 		Safety:            safety,
+		QueuedDelay:       r.Options.QueuedStatusDelay,
 	}
 }
 
@@ -127,6 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.taWrites.forget(req.NamespacedName)
 			r.taReleased.forget(req.NamespacedName)
+			r.ackedUnwritten.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -241,7 +246,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	r.taWrites, r.taReleased, r.podCreates = newWriteOrder(), newReleased(), newWriteOrder()
+	r.taWrites, r.taReleased, r.podCreates, r.ackedUnwritten = newWriteOrder(), newReleased(), newWriteOrder(), newAcknowledgedEvents()
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &flytev1.TaskAction{}, identityIndex, actionIdentity); err != nil {
 		return fmt.Errorf("index TaskActions by identity: %w", err)
@@ -283,8 +288,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		}
 	}
 	if inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{}); err == nil {
-		if s, ok := inf.(interface{ LastSyncResourceVersion() string }); ok {
-			r.podSynced = s.LastSyncResourceVersion
+		// The newest pod event the informer has handed out: its store holds
+		// everything up to it (the reflector's own sync point runs ahead of
+		// the store, which made a pod just created look deleted).
+		seen := &handledVersion{}
+		if _, err := inf.AddEventHandler(seen.handler()); err == nil {
+			r.podSynced = seen.get
 		}
 	}
 	return b.Complete(r)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
@@ -22,6 +23,8 @@ type decider struct {
 	// Safety is the wake-up of a state that waits for a watch event: were the
 	// event lost, the TaskAction is looked at again after this long.
 	Safety time.Duration
+	// QueuedDelay holds back the Queued status of a new pod (deferQueued).
+	QueuedDelay time.Duration
 }
 
 // Wake-ups for waits that the next watch event normally ends early.
@@ -198,8 +201,10 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 	st := &p.Status
 	attempt := max(st.Attempts, 1)
 	obs := w.Pod.Obs
+	created := false // this observation records the pod's creation
 	if s.Pod != w.Pod.UID {
-		// Launched in this reconcile, or launched before a crash and not recorded: ours.
+		// Launched in this reconcile, or launched before a crash (or within
+		// the Queued delay) and not recorded: ours.
 		s.Pod, s.RetryAt, s.QuotaWaits = w.Pod.UID, nil, 0
 		if w.Launch != nil {
 			p.Metrics.Attempt = true
@@ -207,9 +212,15 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 				p.Metrics.LaunchLatency = now.Sub(w.TA.CreationTimestamp.Time)
 			}
 		}
-		if obs.Phase == plugin.PhaseQueued && obs.Message == "" {
-			// The same words whether the pod is recorded by its launch or adopted after a crash.
-			obs.Message = "pod created"
+		if notStarted(obs.Phase) {
+			if d.deferQueued(p, w, now, attempt) {
+				return
+			}
+			created, obs.Phase = true, plugin.PhaseQueued
+		} else {
+			// Its Queued comes first, the same transition as if it had been
+			// recorded at the launch (and the same event, if it was reported).
+			d.progress(p, w, now, s, podCreated(w))
 		}
 	}
 	if e := w.RuntimeError; obs.Finished && e != nil && e.StorageErr != nil {
@@ -227,6 +238,9 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 	// A pod that says nothing of when its phase began began with the pod: the
 	// same time however often (and however late) the transition is reported.
 	t := transition{attempt: attempt, phase: obs.Phase, message: obs.Message, err: obs.Error, at: occurred(obs, w.Pod.Created, now)}
+	if created && t.phase == plugin.PhaseQueued && t.err == nil {
+		t = podCreated(w)
+	}
 	switch {
 	case obs.Phase == plugin.PhaseRetryableFailure && obs.Error.Kind == flytev1.ErrorKindSystem:
 		d.systemFailure(p, w, now, s, obs.Error)
@@ -248,6 +262,34 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 			p.wake(heartbeat(d.Backoff))
 		}
 	}
+}
+
+// notStarted: the pod exists and has not started running.
+func notStarted(ph plugin.Phase) bool {
+	return ph == plugin.PhaseQueued || ph == plugin.PhaseInitializing || ph == plugin.PhaseWaitingForResources || ph == plugin.PhaseNotStarted
+}
+
+// podCreated is the Queued transition of an attempt's new pod: the same,
+// whenever it is computed, so a re-sent event is the same event.
+func podCreated(w World) transition {
+	return transition{attempt: max(w.TA.Status.Attempts, 1), phase: plugin.PhaseQueued, message: "pod created", at: w.Pod.Created, podCreated: true}
+}
+
+// deferQueued holds back the Queued status of a new pod for QueuedDelay after
+// its creation: a pod that starts within it costs no status write for Queued.
+// The QUEUED event is reported at once, and again on each reconcile until a
+// status is written: the same identity and content each time (the events
+// service stores it once), since nothing else is reported meanwhile. Only
+// when the plan would write nothing else.
+func (d decider) deferQueued(p *Plan, w World, now time.Time, attempt uint32) bool {
+	until := w.Pod.Created.Add(d.QueuedDelay)
+	if d.QueuedDelay <= 0 || !now.Before(until) || !equality.Semantic.DeepEqual(p.Status, w.TA.Status) {
+		return false
+	}
+	t := podCreated(w)
+	p.Events = append(p.Events, d.event(w, &p.Status, t, eventVersion(&p.Status, identityEpoch(w.TA), attempt, eventPhase(t))))
+	p.wake(until.Sub(now))
+	return true
 }
 
 // progress records a non-terminal transition when it says something new.
@@ -374,7 +416,10 @@ func (d decider) event(w World, st *flytev1.TaskActionStatus, t transition, vers
 		// The attempt's pod, whether or not it is still there when the event is (re-)sent.
 		ev.PodName = w.Pod.Name
 		if w.Pod.Holder == holderUs {
-			ev.LogLinks, ev.LogContext = linksFor(w.Pod.Logs.Links, ev.Phase), w.Pod.Logs.Context
+			ev.LogLinks = linksFor(w.Pod.Logs.Links, ev.Phase)
+			if !t.podCreated {
+				ev.LogContext = w.Pod.Logs.Context
+			}
 		}
 	}
 	if ta.Spec.ParentActionName != nil {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -348,4 +349,52 @@ func TestRetriedAttemptSendsNoFailed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestQueuedStatusDelay: a new pod's Queued status is held back for the
+// delay after its creation. Its QUEUED event goes out at once and is the same
+// event on every reconcile meanwhile; a pod that starts within the delay
+// costs one status write for Queued and Running together, one still pending
+// after it gets its Queued status then. A launch whose plan writes something
+// else (the cache's answer) is not held back.
+func TestQueuedStatusDelay(t *testing.T) {
+	d := testDecider
+	d.QueuedDelay = 5 * time.Second
+	ta := newTA(0)
+	pending := func(msg string) resource {
+		return ours("pod-1", t0, plugin.Observation{Phase: plugin.PhaseInitializing, Message: msg})
+	}
+	w := worldOf(t, ta, ours("pod-1", t0, plugin.Observation{Phase: plugin.PhaseQueued}))
+	w.Launch = &launchOutcome{}
+	launch := d.decide(w, t0)
+	if evs(launch.Events) != "1:QUEUED:v1" || !reflect.DeepEqual(launch.Status, ta.Status) || launch.WakeAfter <= 0 || launch.WakeAfter > 5*time.Second {
+		t.Fatalf("launch: events %s, status written %v, wake %v", evs(launch.Events), !reflect.DeepEqual(launch.Status, ta.Status), launch.WakeAfter)
+	}
+	meanwhile := d.decide(worldOf(t, ta, pending("ContainerCreating")), t0.Add(2*time.Second))
+	if len(meanwhile.Events) != 1 || !reflect.DeepEqual(meanwhile.Events[0], launch.Events[0]) || !reflect.DeepEqual(meanwhile.Status, ta.Status) {
+		t.Errorf("within the delay: events %s (same as the launch's: %v), status written %v",
+			evs(meanwhile.Events), len(meanwhile.Events) == 1 && reflect.DeepEqual(meanwhile.Events[0], launch.Events[0]), !reflect.DeepEqual(meanwhile.Status, ta.Status))
+	}
+	started := d.decide(worldOf(t, ta, ours("pod-1", t0, running(t0.Add(3*time.Second)))), t0.Add(3*time.Second))
+	if evs(started.Events) != "1:QUEUED:v1 1:RUNNING:v20" || !reflect.DeepEqual(started.Events[0], launch.Events[0]) || historyOf(started.Status) != "Queued,Executing" {
+		t.Errorf("started within the delay: events %s, history %s", evs(started.Events), historyOf(started.Status))
+	}
+	late := d.decide(worldOf(t, ta, pending("ContainerCreating")), t0.Add(6*time.Second))
+	if evs(late.Events) != "1:QUEUED:v1" || !reflect.DeepEqual(late.Events[0], launch.Events[0]) || historyOf(late.Status) != "Queued" {
+		t.Errorf("still pending after the delay: events %s, history %s", evs(late.Events), historyOf(late.Status))
+	}
+
+	w = worldOf(t, cached(t), ours("pod-1", t0, plugin.Observation{Phase: plugin.PhaseQueued}))
+	w.Launch, w.Cache = &launchOutcome{}, cacheAnswer{Asked: true}
+	if p := d.decide(w, t0); p.Status.CacheStatus != flytev1.CacheMiss || historyOf(p.Status) != "Queued" {
+		t.Errorf("a launch that records the cache's answer: cacheStatus %s, history %s; want both written at once", p.Status.CacheStatus, historyOf(p.Status))
+	}
+}
+
+func historyOf(st flytev1.TaskActionStatus) string {
+	var s []string
+	for _, h := range st.PhaseHistory {
+		s = append(s, h.Phase)
+	}
+	return strings.Join(s, ",")
 }

@@ -129,6 +129,10 @@ type transition struct {
 	cacheSource *cache.Source
 	// paused: a condition action waiting for its signal.
 	paused bool
+	// podCreated: the Queued of a new pod, reported the same whenever it is
+	// computed (podCreated), so without the pod's log context, which changes
+	// as it starts; the later events carry it.
+	podCreated bool
 }
 
 // eventPhase maps a transition to the phase an event reports.

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,11 @@ func TestEventVersionsUniquePerAttemptAcrossCrashes(t *testing.T) {
 	queued := launch(plugin.Observation{Phase: plugin.PhaseQueued})
 	// Crash: QUEUED acknowledged, status not written. The pod runs meanwhile.
 	afterCrash := testDecider.decide(worldOf(t, ta, ours("pod-1", t0, running(t0.Add(time.Second)))), t0.Add(time.Second))
-	q, r := queued.Events[0], afterCrash.Events[0]
+	// The recorded history starts with the pod's Queued, re-sent as it was.
+	if len(afterCrash.Events) != 2 || !reflect.DeepEqual(afterCrash.Events[0], queued.Events[0]) {
+		t.Fatalf("after the crash: events %s, want the same QUEUED again, then RUNNING", evs(afterCrash.Events))
+	}
+	q, r := queued.Events[0], afterCrash.Events[1]
 	if q.Attempt == r.Attempt && q.Version == r.Version {
 		t.Fatalf("QUEUED and RUNNING of attempt %d share version %d", q.Attempt, q.Version)
 	}
@@ -151,7 +156,7 @@ func TestEveryHistoryEntryHasItsEvent(t *testing.T) {
 		t.Fatalf("not failed after 3 attempts: %+v", s.ta.Status)
 	}
 	checkHistoryHasEvents(t, s.ta.Status, s.acked)
-	if got := evs(s.acked); !strings.HasSuffix(got, "2:QUEUED:v17 3:QUEUED:v1 3:FAILED:v22") || strings.Contains(got, "1:FAILED") || strings.Contains(got, "2:FAILED") {
+	if got := evs(s.acked); !strings.HasSuffix(got, "2:QUEUED:v17 3:QUEUED:v1 3:QUEUED:v17 3:FAILED:v38") || strings.Contains(got, "1:FAILED") || strings.Contains(got, "2:FAILED") {
 		t.Errorf("events = %s", got)
 	}
 }

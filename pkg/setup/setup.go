@@ -219,6 +219,7 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options, setting
 			Cluster:           cfg.Cluster,
 			MaxSystemFailures: int32(cfg.MaxSystemFailures),
 			RequeueDuration:   cfg.RequeueDuration.Duration,
+			QueuedStatusDelay: cfg.QueuedStatusDelay.Duration,
 			Settings:          settings,
 		},
 	}

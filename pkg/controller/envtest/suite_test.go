@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	k8s = env.Client
-	if err := startManager(); err != nil {
+	if err := startManager(testConfig()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		_ = env.Stop()
 		os.Exit(1)
@@ -83,10 +83,10 @@ func testConfig() config.Config {
 
 // startManager runs the executor exactly as Setup wires it, with the events
 // recorded in memory and its API requests counted.
-func startManager() error {
+func startManager(c config.Config) error {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(counter.wrap)
-	mgr, err := setup.Setup(testConfig(), cfg, setup.Options{Recorder: recorder, SkipNameValidation: true})
+	mgr, err := setup.Setup(c, cfg, setup.Options{Recorder: recorder, SkipNameValidation: true})
 	if err != nil {
 		return err
 	}

@@ -429,7 +429,7 @@ func TestRestartMidRunReusesPod(t *testing.T) {
 
 	stopManager()
 	setPodStatus(t, pod, podRunning(pod))
-	if err := startManager(); err != nil {
+	if err := startManager(testConfig()); err != nil {
 		t.Fatal(err)
 	}
 	got := waitReason(t, ns, "restart", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
@@ -463,7 +463,7 @@ func TestPluginNotFound(t *testing.T) {
 	ns := namespace(t)
 	stopManager()
 	defer func() {
-		if err := startManager(); err != nil {
+		if err := startManager(testConfig()); err != nil {
 			t.Fatal(err)
 		}
 	}()
