@@ -15,9 +15,16 @@ import (
 	"github.com/taskaction/executor/pkg/plugin"
 )
 
-// Labels and finalizer the executor owns on a TaskAction.
+// Finalizer is the executor's finalizer on a TaskAction (Flyte's name): it
+// stays from the first reconcile (or admission) until the TaskAction is
+// deleted.
+const Finalizer = "flyte.org/plugin-finalizer"
+
+// Labels Flyte's executor writes on an ended TaskAction for its garbage
+// collector. This executor writes none (its collector reads the status); the
+// completed-time label is read as a fallback for TaskActions Flyte's executor
+// ended.
 const (
-	Finalizer                = "flyte.org/plugin-finalizer"
 	TerminationStatusLabel   = "flyte.org/termination-status"
 	TerminationStatusValue   = "terminated"
 	CompletedTimeLabel       = "flyte.org/completed-time"
