@@ -71,9 +71,10 @@ type Config struct {
 	DefaultMemory              string   `json:"defaultMemory"`
 	ImagePullGracePeriod       Duration `json:"imagePullGracePeriod"`
 	CreateContainerGracePeriod Duration `json:"createContainerGracePeriod"`
-	// QueuedStatusDelay holds back the Queued status of a new pod this long:
-	// a pod that starts running within it costs no status write for Queued
-	// (its QUEUED event is reported at once). 0 writes Queued at once.
+	// QueuedStatusDelay holds back the status of a new pod: Queued until this
+	// long after its creation, Running until it has run this long, so that a
+	// short task costs one status write (its events are reported at once).
+	// 0 writes each state at once.
 	QueuedStatusDelay Duration `json:"queuedStatusDelay"`
 
 	MaxSystemFailures       int      `json:"maxSystemFailures"`

@@ -48,7 +48,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	s(&c.DefaultMemory, "defaultMemory", "memory request and limit of a task container that sets neither")
 	d(&c.ImagePullGracePeriod, "imagePullGracePeriod", "how long an image pull may back off before the attempt fails")
 	d(&c.CreateContainerGracePeriod, "createContainerGracePeriod", "how long CreateContainerError may last before the attempt fails")
-	d(&c.QueuedStatusDelay, "queuedStatusDelay", "how long the Queued status of a new pod is held back (a pod running by then costs no Queued write; the QUEUED event is sent at once); 0: at once")
+	d(&c.QueuedStatusDelay, "queuedStatusDelay", "how long a new pod's Queued (from its creation) and Running (from its start) statuses are held back, so that a short task costs one status write (the events are sent at once); 0: at once")
 	i(&c.MaxSystemFailures, "maxSystemFailures", "consecutive system failures tolerated before a TaskAction fails")
 	i(&c.MaxConcurrentReconciles, "maxConcurrentReconciles", "reconcile workers")
 	d(&c.RequeueDuration, "requeueDuration", "base delay of timed requeues (backoff, reservations)")

@@ -202,6 +202,9 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 	attempt := max(st.Attempts, 1)
 	obs := w.Pod.Obs
 	created := false // this observation records the pod's creation
+	// Nothing of this pod is recorded yet, and nothing else is to be written:
+	// its first states may be held back (holdRunning).
+	pristine := s.Pod != w.Pod.UID && equality.Semantic.DeepEqual(p.Status, w.TA.Status)
 	if s.Pod != w.Pod.UID {
 		// Launched in this reconcile, or launched before a crash (or within
 		// the Queued delay) and not recorded: ours.
@@ -256,6 +259,9 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 			st.SystemFailures = 0
 		}
 		d.progress(p, w, now, s, t)
+		if pristine && d.holdRunning(p, w, now, t) {
+			return
+		}
 		p.wake(obs.RecheckAfter)
 		if serializable(w) && st.CacheStatus == flytev1.CacheMiss {
 			p.ExtendReservation = true
@@ -288,6 +294,23 @@ func (d decider) deferQueued(p *Plan, w World, now time.Time, attempt uint32) bo
 	}
 	t := podCreated(w)
 	p.Events = append(p.Events, d.event(w, &p.Status, t, eventVersion(&p.Status, identityEpoch(w.TA), attempt, eventPhase(t))))
+	p.wake(until.Sub(now))
+	return true
+}
+
+// holdRunning extends deferQueued to a pod that started within the delay: its
+// QUEUED and RUNNING are reported at once, and the status that records them is
+// held back until the pod has run for the delay, so that a short task costs
+// one status write, at its end. p has reported and recorded both transitions;
+// holding back keeps the events and drops the status (and the transition
+// metrics, counted when they are written).
+func (d decider) holdRunning(p *Plan, w World, now time.Time, t transition) bool {
+	until := t.at.Add(d.QueuedDelay)
+	if d.QueuedDelay <= 0 || t.phase != plugin.PhaseRunning || !now.Before(until) {
+		return false
+	}
+	p.Status, p.Recorded = *w.TA.Status.DeepCopy(), nil
+	p.WakeAfter = 0
 	p.wake(until.Sub(now))
 	return true
 }

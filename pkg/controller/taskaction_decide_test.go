@@ -375,9 +375,20 @@ func TestQueuedStatusDelay(t *testing.T) {
 		t.Errorf("within the delay: events %s (same as the launch's: %v), status written %v",
 			evs(meanwhile.Events), len(meanwhile.Events) == 1 && reflect.DeepEqual(meanwhile.Events[0], launch.Events[0]), !reflect.DeepEqual(meanwhile.Status, ta.Status))
 	}
+	// Started within the delay: RUNNING reported, the status held back until
+	// it has run for the delay; a short task's status is written once, at its end.
 	started := d.decide(worldOf(t, ta, ours("pod-1", t0, running(t0.Add(3*time.Second)))), t0.Add(3*time.Second))
-	if evs(started.Events) != "1:QUEUED:v1 1:RUNNING:v20" || !reflect.DeepEqual(started.Events[0], launch.Events[0]) || historyOf(started.Status) != "Queued,Executing" {
-		t.Errorf("started within the delay: events %s, history %s", evs(started.Events), historyOf(started.Status))
+	if evs(started.Events) != "1:QUEUED:v1 1:RUNNING:v20" || !reflect.DeepEqual(started.Events[0], launch.Events[0]) ||
+		!reflect.DeepEqual(started.Status, ta.Status) || started.WakeAfter <= 0 || started.WakeAfter > 5*time.Second {
+		t.Errorf("started within the delay: events %s, status written %v, wake %v", evs(started.Events), !reflect.DeepEqual(started.Status, ta.Status), started.WakeAfter)
+	}
+	stillRunning := d.decide(worldOf(t, ta, ours("pod-1", t0, running(t0.Add(3*time.Second)))), t0.Add(8*time.Second))
+	if len(stillRunning.Events) != 2 || !reflect.DeepEqual(stillRunning.Events, started.Events) || historyOf(stillRunning.Status) != "Queued,Executing" {
+		t.Errorf("running for the delay: events %s (the same as reported: %v), history %s", evs(stillRunning.Events), reflect.DeepEqual(stillRunning.Events, started.Events), historyOf(stillRunning.Status))
+	}
+	ended := d.decide(worldOf(t, ta, ours("pod-1", t0, succeeded(t0.Add(4*time.Second)))), t0.Add(4*time.Second))
+	if evs(ended.Events) != "1:QUEUED:v1 1:SUCCEEDED:v21" || !IsTerminal(applied(ta, ended)) {
+		t.Errorf("ended within the delay: events %s, history %s", evs(ended.Events), historyOf(ended.Status))
 	}
 	late := d.decide(worldOf(t, ta, pending("ContainerCreating")), t0.Add(6*time.Second))
 	if evs(late.Events) != "1:QUEUED:v1" || !reflect.DeepEqual(late.Events[0], launch.Events[0]) || historyOf(late.Status) != "Queued" {
