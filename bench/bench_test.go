@@ -2,15 +2,11 @@ package main
 
 import (
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 	"github.com/taskaction/executor/internal/kwokrig"
 	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/task"
@@ -66,21 +62,6 @@ func TestPercentiles(t *testing.T) {
 	}
 	if p := percentiles(nil); p.Count != 0 {
 		t.Fatalf("%+v", p)
-	}
-}
-
-func TestCountEvents(t *testing.T) {
-	req := &workflow.RecordRequest{Events: []*workflow.ActionEvent{{}, {}, {}}}
-	b, err := proto.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := http.Header{"Content-Type": []string{"application/proto"}}
-	if n, ok := countEvents(h, b); !ok || n != 3 {
-		t.Fatalf("countEvents = %d, %v", n, ok)
-	}
-	if _, ok := countEvents(http.Header{"Content-Type": []string{"text/plain"}}, b); ok {
-		t.Fatal("decoded an unknown content type")
 	}
 }
 

@@ -74,38 +74,14 @@ func (s *session) deletionPhase(ctx context.Context) (*Deletion, error) {
 			return d, err
 		}
 	}
-	timeout := time.NewTimer(o.GCTimeout)
-	defer timeout.Stop()
-	tick := time.NewTicker(10 * time.Second)
-	defer tick.Stop()
-	timedOut := false
-wait:
-	for {
-		select {
-		case <-s.ob.allGone:
-			break wait
-		case <-tick.C:
-			s.ob.mu.Lock()
-			left := s.ob.goneLeft
-			s.ob.mu.Unlock()
-			logf("deletion: %d TaskActions left after %.0fs", left, time.Since(start).Seconds())
-			if cp.p.Exited() {
-				return d, cp.p.ExitError()
-			}
-		case <-timeout.C:
-			timedOut = true
-			break wait
-		case <-ctx.Done():
-			return d, ctx.Err()
-		}
-	}
-	end := time.Now()
-	if !timedOut {
-		select {
-		case <-time.After(o.Settle):
-		case <-ctx.Done():
-			return d, ctx.Err()
-		}
+	end, timedOut, err := awaitDone(ctx, s.ob.allGone, o.GCTimeout, o.Settle, cp, func() {
+		s.ob.mu.Lock()
+		left := s.ob.goneLeft
+		s.ob.mu.Unlock()
+		logf("deletion: %d TaskActions left after %.0fs", left, time.Since(start).Seconds())
+	})
+	if err != nil {
+		return d, err
 	}
 	after, err := s.snap(ctx, cp)
 	if err != nil {

@@ -351,39 +351,15 @@ func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err 
 	logf("%d TaskActions created in %.1fs", o.N, res.CreateSeconds)
 
 	// Wait for the end, with progress.
-	timeout := time.NewTimer(o.Timeout)
-	defer timeout.Stop()
-	tick := time.NewTicker(10 * time.Second)
-	defer tick.Stop()
-	timedOut := false
-wait:
-	for {
-		select {
-		case <-ob.allDone:
-			break wait
-		case <-tick.C:
-			ob.mu.Lock()
-			left := ob.left
-			ob.mu.Unlock()
-			st, _ := readProc(cp.p.Pid())
-			logf("%d of %d terminal after %.0fs (%s RSS %d MiB, CPU %.1fs)", o.N-left, o.N, time.Since(start).Seconds(), mode, st.RSSKiB/1024, st.CPUSeconds)
-			if cp.p.Exited() {
-				return res, cp.p.ExitError()
-			}
-		case <-timeout.C:
-			timedOut = true
-			break wait
-		case <-ctx.Done():
-			return res, ctx.Err()
-		}
-	}
-	end := time.Now()
-	if !timedOut {
-		select {
-		case <-time.After(o.Settle):
-		case <-ctx.Done():
-			return res, ctx.Err()
-		}
+	end, timedOut, err := awaitDone(ctx, ob.allDone, o.Timeout, o.Settle, cp, func() {
+		ob.mu.Lock()
+		left := ob.left
+		ob.mu.Unlock()
+		st, _ := readProc(cp.p.Pid())
+		logf("%d of %d terminal after %.0fs (%s RSS %d MiB, CPU %.1fs)", o.N-left, o.N, time.Since(start).Seconds(), mode, st.RSSKiB/1024, st.CPUSeconds)
+	})
+	if err != nil {
+		return res, err
 	}
 
 	after, err := s.snap(ctx, cp)
@@ -789,4 +765,40 @@ func percentiles(v []float64) Percentiles {
 		return math.Round(v[max(0, min(i, len(v)-1))])
 	}
 	return Percentiles{Count: len(v), P50: at(0.5), P90: at(0.9), P99: at(0.99), Max: math.Round(v[len(v)-1])}
+}
+
+// awaitDone waits for done, bounded by bound, logging progress every 10 s and
+// failing when the controller exits; once done it waits settle more, so that
+// trailing writes are counted. end is when done came (or the bound passed).
+func awaitDone(ctx context.Context, done <-chan struct{}, bound, settle time.Duration, cp *controllerProc, progress func()) (end time.Time, timedOut bool, err error) {
+	timeout := time.NewTimer(bound)
+	defer timeout.Stop()
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-tick.C:
+			progress()
+			if cp.p.Exited() {
+				return time.Time{}, false, cp.p.ExitError()
+			}
+		case <-timeout.C:
+			timedOut = true
+			break wait
+		case <-ctx.Done():
+			return time.Time{}, false, ctx.Err()
+		}
+	}
+	end = time.Now()
+	if !timedOut {
+		select {
+		case <-time.After(settle):
+		case <-ctx.Done():
+			return time.Time{}, false, ctx.Err()
+		}
+	}
+	return end, timedOut, nil
 }

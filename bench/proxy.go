@@ -2,21 +2,16 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 	"github.com/taskaction/executor/gen/flyteidl2/workflow/workflowconnect"
+	"github.com/taskaction/executor/internal/kwokrig"
 )
 
 // eventsProxy sits in front of the events service and counts Record calls
@@ -57,8 +52,8 @@ func startEventsProxy(target string) (*eventsProxy, error) {
 				return
 			}
 			p.records.Add(1)
-			if n, ok := countEvents(r.Header, body); ok {
-				p.events.Add(int64(n))
+			if evs, err := kwokrig.DecodeRecord(r.Header, body); err == nil {
+				p.events.Add(int64(len(evs)))
 			} else {
 				p.undecoded.Add(1)
 			}
@@ -69,35 +64,6 @@ func startEventsProxy(target string) (*eventsProxy, error) {
 	})}
 	go func() { _ = p.srv.Serve(l) }()
 	return p, nil
-}
-
-func countEvents(h http.Header, body []byte) (int, bool) {
-	if h.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			return 0, false
-		}
-		b, err := io.ReadAll(zr)
-		if err != nil {
-			return 0, false
-		}
-		body = b
-	}
-	var req workflow.RecordRequest
-	ct := h.Get("Content-Type")
-	switch {
-	case strings.HasPrefix(ct, "application/proto"):
-		if err := proto.Unmarshal(body, &req); err != nil {
-			return 0, false
-		}
-	case strings.HasPrefix(ct, "application/json"):
-		if err := protojson.Unmarshal(body, &req); err != nil {
-			return 0, false
-		}
-	default:
-		return 0, false
-	}
-	return len(req.GetEvents()), true
 }
 
 func (p *eventsProxy) close() { _ = p.srv.Close() }

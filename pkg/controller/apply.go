@@ -39,10 +39,9 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 		}
 	}
 	key := client.ObjectKeyFromObject(ta)
-	writes := !equality.Semantic.DeepEqual(ta.Status, plan.Status)
 	for _, ev := range plan.Events {
 		if r.ackedUnwritten.acknowledged(key, ta.UID, ev) {
-			continue // acknowledged before, and no status written since (deferQueued)
+			continue // acknowledged before, and no status written since (a held-back status)
 		}
 		if err := r.Recorder.Record(ctx, ev); err != nil {
 			r.warn(ta, EventActionEventPublishError, "PublishingActionEvent", fmt.Sprintf("failed to report %s of attempt %d: %v", ev.Phase, ev.Attempt, err))
@@ -50,11 +49,12 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 			return ctrl.Result{}, fmt.Errorf("report %s event of attempt %d: %w", ev.Phase, ev.Attempt, err)
 		}
 	}
-	if err := r.patchStatus(ctx, ta, &plan.Status); err != nil {
+	wrote, err := r.patchStatus(ctx, ta, &plan.Status)
+	if err != nil {
 		r.countTransitions(plan, metrics.OutcomeError)
 		return ctrl.Result{}, err
 	}
-	if writes {
+	if wrote {
 		r.ackedUnwritten.forget(key)
 	} else {
 		r.ackedUnwritten.add(key, ta.UID, plan.Events)
@@ -145,19 +145,20 @@ func (r *Reconciler) deleteObject(ctx context.Context, p plugin.Plugin, namespac
 	return fmt.Errorf("delete %s/%s: %w", namespace, ref.Name, err)
 }
 
-// patchStatus writes only the status fields that changed, by merge patch.
-func (r *Reconciler) patchStatus(ctx context.Context, ta *flytev1.TaskAction, st *flytev1.TaskActionStatus) error {
+// patchStatus writes only the status fields that changed, by merge patch,
+// and says whether anything was written.
+func (r *Reconciler) patchStatus(ctx context.Context, ta *flytev1.TaskAction, st *flytev1.TaskActionStatus) (bool, error) {
 	if equality.Semantic.DeepEqual(ta.Status, *st) {
-		return nil
+		return false, nil
 	}
 	base := ta.DeepCopy()
 	ta.Status = *st
 	if err := r.Client.Status().Patch(ctx, ta, client.MergeFrom(base)); err != nil {
 		ta.Status = base.Status
-		return fmt.Errorf("patch status: %w", err)
+		return false, fmt.Errorf("patch status: %w", err)
 	}
 	r.taWrites.wrote(client.ObjectKeyFromObject(ta), ta.ResourceVersion)
-	return nil
+	return true, nil
 }
 
 func (r *Reconciler) warn(ta *flytev1.TaskAction, reason, action, note string) {

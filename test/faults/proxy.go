@@ -2,23 +2,18 @@ package faults
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 	"github.com/taskaction/executor/gen/flyteidl2/workflow/workflowconnect"
+	"github.com/taskaction/executor/internal/kwokrig"
 )
 
 // EventsWitness stands between the executor and the events service and keeps
@@ -73,7 +68,7 @@ func (w *EventsWitness) serve(l net.Listener) {
 				http.Error(rw, err.Error(), http.StatusBadGateway)
 				return
 			}
-			evs, err := decodeRecord(r.Header, body)
+			evs, err := kwokrig.DecodeRecord(r.Header, body)
 			if err != nil {
 				w.mu.Lock()
 				w.undecoded++
@@ -121,31 +116,4 @@ func (w *EventsWitness) Acked() ([]*workflow.ActionEvent, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]*workflow.ActionEvent(nil), w.acked...), w.undecoded
-}
-
-func decodeRecord(h http.Header, body []byte) ([]*workflow.ActionEvent, error) {
-	if h.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		if body, err = io.ReadAll(zr); err != nil {
-			return nil, err
-		}
-	}
-	var req workflow.RecordRequest
-	ct := h.Get("Content-Type")
-	switch {
-	case strings.HasPrefix(ct, "application/proto"):
-		if err := proto.Unmarshal(body, &req); err != nil {
-			return nil, err
-		}
-	case strings.HasPrefix(ct, "application/json"):
-		if err := protojson.Unmarshal(body, &req); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, errors.New("content type " + ct)
-	}
-	return req.GetEvents(), nil
 }
