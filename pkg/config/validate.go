@@ -31,11 +31,12 @@ const (
 	// requeueDuration, so requeueDuration must stay below ReservationLapse
 	// with room for a busy work queue; half of it leaves 15s.
 	MaxRequeueDuration = ReservationLapse / 2
-	// DefaultQueuedStatusDelay: most pods that start at all start within it
-	// (a scheduled pod with its image cached), and a status that says
-	// nothing for that long after its pod's creation is still current
-	// enough (the QUEUED event is reported at once).
-	DefaultQueuedStatusDelay = 5 * time.Second
+	// DefaultQueuedStatusDelay is off: while a pod's status is held back,
+	// nothing durable says it was launched, so a pod deleted by someone else
+	// in that time is relaunched without counting a system failure (and its
+	// successor's QUEUED reuses the first one's identity). Opt in where that
+	// is acceptable.
+	DefaultQueuedStatusDelay = time.Duration(0)
 	// MaxQueuedStatusDelay bounds how long the status may say nothing of a
 	// created pod.
 	MaxQueuedStatusDelay = time.Minute
