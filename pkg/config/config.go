@@ -73,8 +73,9 @@ type Config struct {
 	CreateContainerGracePeriod Duration `json:"createContainerGracePeriod"`
 	// QueuedStatusDelay holds back the status of a new pod: Queued until this
 	// long after its creation, Running until it has run this long, so that a
-	// short task costs one status write (its events are reported at once).
-	// 0 writes each state at once.
+	// short task costs one status write (its events are reported at once);
+	// while TaskActions wait for a worker, up to a minute. 0 writes each
+	// state at once.
 	QueuedStatusDelay Duration `json:"queuedStatusDelay"`
 
 	MaxSystemFailures       int      `json:"maxSystemFailures"`

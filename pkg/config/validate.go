@@ -31,12 +31,11 @@ const (
 	// requeueDuration, so requeueDuration must stay below ReservationLapse
 	// with room for a busy work queue; half of it leaves 15s.
 	MaxRequeueDuration = ReservationLapse / 2
-	// DefaultQueuedStatusDelay is off: while a pod's status is held back,
-	// nothing durable says it was launched, so a pod deleted by someone else
-	// in that time is relaunched without counting a system failure (and its
-	// successor's QUEUED reuses the first one's identity). Opt in where that
-	// is acceptable.
-	DefaultQueuedStatusDelay = time.Duration(0)
+	// DefaultQueuedStatusDelay: a task whose pod starts and ends within it
+	// costs one status write. While held, the launch is remembered in
+	// memory, so a pod deleted by someone else meanwhile is still counted
+	// (only a restart within the delay forgets it).
+	DefaultQueuedStatusDelay = 5 * time.Second
 	// MaxQueuedStatusDelay bounds how long the status may say nothing of a
 	// created pod.
 	MaxQueuedStatusDelay = time.Minute

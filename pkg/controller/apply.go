@@ -55,7 +55,9 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 		return ctrl.Result{}, err
 	}
 	if wrote {
+		// The status is the record of what was sent and launched again.
 		r.ackedUnwritten.forget(key)
+		r.launches.forget(key)
 	} else {
 		r.ackedUnwritten.add(key, ta.UID, plan.Events)
 	}

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -241,4 +242,59 @@ func sameEvent(a, b events.Event) bool {
 	}
 	a.LogContext, b.LogContext, a.LogLinks, b.LogLinks = nil, nil, nil, nil
 	return reflect.DeepEqual(a, b)
+}
+
+// launchRecords remembers, per TaskAction, the pod this process launched
+// while no status records that launch yet (its Queued is held back,
+// deferQueued). A pod that disappears then was deleted by someone else, as
+// when its launch is recorded: the system failure is counted, not lost. The
+// first status write makes the status the record again (forget). Lost with
+// the process: after a restart such a pod is relaunched uncounted.
+type launchRecords struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]launchRecord
+}
+
+// launchRecord is one launch: the TaskAction (by UID), the attempt, the pod.
+type launchRecord struct {
+	TA      types.UID
+	Attempt uint32
+	Pod     types.UID
+	Created time.Time
+}
+
+func newLaunchRecords() *launchRecords {
+	return &launchRecords{m: map[types.NamespacedName]launchRecord{}}
+}
+
+func (l *launchRecords) launched(key types.NamespacedName, rec launchRecord) {
+	if l == nil || rec.Pod == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.m[key] = rec
+}
+
+// get is the launch of attempt of the TaskAction ta (nil: none remembered).
+func (l *launchRecords) get(key types.NamespacedName, ta types.UID, attempt uint32) *launchRecord {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rec, ok := l.m[key]
+	if !ok || rec.TA != ta || rec.Attempt != attempt {
+		return nil
+	}
+	return &rec
+}
+
+func (l *launchRecords) forget(key types.NamespacedName) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, key)
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -99,6 +101,10 @@ type Reconciler struct {
 	taReleased     *released
 	podCreates     *writeOrder
 	ackedUnwritten *acknowledgedEvents
+	launches       *launchRecords
+	// queued is how many TaskActions wait in the work queue for a worker
+	// (nil: unknown).
+	queued atomic.Pointer[func() int]
 	// podSynced is the pod informer's last synced resourceVersion (nil: unknown).
 	podSynced func() string
 }
@@ -132,6 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.taWrites.forget(req.NamespacedName)
 			r.taReleased.forget(req.NamespacedName)
 			r.ackedUnwritten.forget(req.NamespacedName)
+			r.launches.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -210,6 +217,8 @@ func (r *Reconciler) launch(ctx context.Context, w *World, p plugin.Plugin, now 
 		return nil
 	}
 	r.podCreates.wrote(types.NamespacedName{Namespace: w.TA.Namespace, Name: lc.object.GetName()}, lc.object.GetResourceVersion())
+	r.launches.launched(client.ObjectKeyFromObject(w.TA), launchRecord{TA: w.TA.UID, Attempt: attempt,
+		Pod: lc.object.GetUID(), Created: lc.object.GetCreationTimestamp().Time})
 	res, derr := r.describe(ctx, p, tc, lc.object)
 	if derr != nil {
 		return derr
@@ -247,6 +256,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		r.Clock = clock.RealClock{}
 	}
 	r.taWrites, r.taReleased, r.podCreates, r.ackedUnwritten = newWriteOrder(), newReleased(), newWriteOrder(), newAcknowledgedEvents()
+	r.launches = newLaunchRecords()
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &flytev1.TaskAction{}, identityIndex, actionIdentity); err != nil {
 		return fmt.Errorf("index TaskActions by identity: %w", err)
@@ -265,8 +275,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: workers,
 			// Completions first (priority.go): a finished pod's TaskAction is
-			// reconciled ahead of queued launches.
+			// reconciled ahead of queued launches. The queue's length says
+			// whether the executor is saturated (World.Backlog).
 			UsePriorityQueue: ptr.To(true),
+			NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+				q := priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) {
+					o.Log = mgr.GetLogger().WithValues("controller", name)
+					o.RateLimiter = rl
+				})
+				n := q.Len
+				r.queued.Store(&n)
+				return q
+			},
 			// Per-object backoff only, capped at 30s: after an outage of the events
 			// service every TaskAction retries within half a minute, instead of
 			// queueing behind a cluster-wide 10/s bucket and a 16-minute ceiling.

@@ -143,6 +143,15 @@ func (d decider) task(p *Plan, w World, now time.Time) {
 	}
 	s := readState(st, attempt)
 	pod := w.Pod
+	if u := w.Unrecorded; u != nil && s.Pod == "" && pod.Holder == holderNone {
+		// Launched with its Queued held back, and gone: recorded now as it
+		// would have been then (its QUEUED was reported at the launch), so
+		// that its deletion by someone else is counted like any other.
+		t := launchedQueued(attempt, u.Created)
+		st.Attempts = attempt
+		record(st, t, eventVersion(st, identityEpoch(w.TA), attempt, eventPhase(t)), now)
+		s.Pod = u.Pod
+	}
 	switch {
 	case pod.Holder == holderForeign:
 		d.final(p, w, now, transition{attempt: attempt, phase: plugin.PhasePermanentFailure, at: now,
@@ -278,7 +287,12 @@ func notStarted(ph plugin.Phase) bool {
 // podCreated is the Queued transition of an attempt's new pod: the same,
 // whenever it is computed, so a re-sent event is the same event.
 func podCreated(w World) transition {
-	return transition{attempt: max(w.TA.Status.Attempts, 1), phase: plugin.PhaseQueued, message: "pod created", at: w.Pod.Created, podCreated: true}
+	return launchedQueued(max(w.TA.Status.Attempts, 1), w.Pod.Created)
+}
+
+// launchedQueued is the Queued transition of attempt's pod created at created.
+func launchedQueued(attempt uint32, created time.Time) transition {
+	return transition{attempt: attempt, phase: plugin.PhaseQueued, message: "pod created", at: created, podCreated: true}
 }
 
 // deferQueued holds back the Queued status of a new pod for QueuedDelay after
@@ -288,13 +302,14 @@ func podCreated(w World) transition {
 // service stores it once), since nothing else is reported meanwhile. Only
 // when the plan would write nothing else.
 func (d decider) deferQueued(p *Plan, w World, now time.Time, attempt uint32) bool {
-	until := w.Pod.Created.Add(d.QueuedDelay)
-	if d.QueuedDelay <= 0 || !now.Before(until) || !equality.Semantic.DeepEqual(p.Status, w.TA.Status) {
+	hold := d.statusHold(w)
+	until := w.Pod.Created.Add(hold)
+	if hold <= 0 || !now.Before(until) || !equality.Semantic.DeepEqual(p.Status, w.TA.Status) {
 		return false
 	}
 	t := podCreated(w)
 	p.Events = append(p.Events, d.event(w, &p.Status, t, eventVersion(&p.Status, identityEpoch(w.TA), attempt, eventPhase(t))))
-	p.wake(until.Sub(now))
+	d.wakeHeld(p, until.Sub(now))
 	return true
 }
 
@@ -305,14 +320,39 @@ func (d decider) deferQueued(p *Plan, w World, now time.Time, attempt uint32) bo
 // holding back keeps the events and drops the status (and the transition
 // metrics, counted when they are written).
 func (d decider) holdRunning(p *Plan, w World, now time.Time, t transition) bool {
-	until := t.at.Add(d.QueuedDelay)
-	if d.QueuedDelay <= 0 || t.phase != plugin.PhaseRunning || !now.Before(until) {
+	hold := d.statusHold(w)
+	until := t.at.Add(hold)
+	if hold <= 0 || t.phase != plugin.PhaseRunning || !now.Before(until) {
 		return false
 	}
 	p.Status, p.Recorded = *w.TA.Status.DeepCopy(), nil
 	p.WakeAfter = 0
-	p.wake(until.Sub(now))
+	d.wakeHeld(p, until.Sub(now))
 	return true
+}
+
+// backloggedHold is how long a new pod's statuses are held back while
+// TaskActions wait in the work queue: then every write delays a launch or a
+// completion, and the status of a pod that ends within it is written once.
+const backloggedHold = time.Minute
+
+// statusHold is how long a new pod's Queued and Running statuses are held
+// back (0: not at all): QueuedDelay, and at least backloggedHold while the
+// executor is saturated.
+func (d decider) statusHold(w World) time.Duration {
+	switch {
+	case d.QueuedDelay <= 0:
+		return 0
+	case w.Backlog:
+		return max(d.QueuedDelay, backloggedHold)
+	}
+	return d.QueuedDelay
+}
+
+// wakeHeld wakes a held-back status when its hold ends, and at least every
+// QueuedDelay: a hold extended by a backlog ends with the backlog.
+func (d decider) wakeHeld(p *Plan, left time.Duration) {
+	p.wake(min(left, d.QueuedDelay))
 }
 
 // progress records a non-terminal transition when it says something new.

@@ -402,6 +402,68 @@ func TestQueuedStatusDelay(t *testing.T) {
 	}
 }
 
+// TestHeldLaunchDeletedExternally: a pod launched with its Queued held back
+// that disappears is counted as a system failure from the launch this process
+// remembers, as if its launch had been recorded; the status then records its
+// Queued under the version its QUEUED was reported with (no event again), and
+// the relaunched pod's QUEUED gets the next version.
+func TestHeldLaunchDeletedExternally(t *testing.T) {
+	d := testDecider
+	d.QueuedDelay = 5 * time.Second
+	ta := newTA(0)
+	w := worldOf(t, ta, ours("pod-1", t0, plugin.Observation{Phase: plugin.PhaseQueued}))
+	w.Launch = &launchOutcome{}
+	launch := d.decide(w, t0)
+	if evs(launch.Events) != "1:QUEUED:v1" || !reflect.DeepEqual(launch.Status, ta.Status) {
+		t.Fatalf("launch: events %s, status written %v; want the Queued held back", evs(launch.Events), !reflect.DeepEqual(launch.Status, ta.Status))
+	}
+
+	gone := worldOf(t, ta, resource{})
+	if p := d.decide(gone, t0.Add(time.Second)); p.Status.SystemFailures != 0 || !p.Launch {
+		t.Fatalf("without the launch remembered (a restart): system failures %d, relaunch %v; want 0 and a relaunch", p.Status.SystemFailures, p.Launch)
+	}
+	gone.Unrecorded = &launchRecord{TA: ta.UID, Attempt: 1, Pod: "pod-1", Created: t0}
+	p := d.decide(gone, t0.Add(time.Second))
+	if p.Status.SystemFailures != 1 || p.Launch || len(p.Events) != 0 || historyOf(p.Status) != "Queued" ||
+		int32(p.Status.PluginPhaseVersion) != launch.Events[0].Version || readState(&p.Status, 1).RetryAt == nil || readState(&p.Status, 1).Pod != "" {
+		t.Fatalf("remembered launch, pod gone: system failures %d, relaunch %v, events %s, history %s, version %d (QUEUED's %d), state %+v",
+			p.Status.SystemFailures, p.Launch, evs(p.Events), historyOf(p.Status), p.Status.PluginPhaseVersion, launch.Events[0].Version, readState(&p.Status, 1))
+	}
+	failed := applied(ta, p)
+	w = worldOf(t, failed, ours("pod-2", t0.Add(20*time.Second), plugin.Observation{Phase: plugin.PhaseQueued}))
+	w.Launch = &launchOutcome{}
+	relaunch := d.decide(w, t0.Add(20*time.Second))
+	if len(relaunch.Events) != 1 || relaunch.Events[0].Version == launch.Events[0].Version {
+		t.Errorf("relaunch: events %s; want one QUEUED with a version after the first pod's", evs(relaunch.Events))
+	}
+}
+
+// TestBacklogHoldsStatusesLonger: while TaskActions wait for a worker, a new
+// pod's Queued status is held back up to backloggedHold, waking every
+// QueuedDelay to see whether the backlog is gone.
+func TestBacklogHoldsStatusesLonger(t *testing.T) {
+	d := testDecider
+	d.QueuedDelay = 5 * time.Second
+	ta := newTA(0)
+	w := worldOf(t, ta, ours("pod-1", t0, plugin.Observation{Phase: plugin.PhaseQueued}))
+	w.Backlog = true
+	if p := d.decide(w, t0.Add(30*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 5*time.Second {
+		t.Errorf("backlogged, 30s after creation: status written %v, wake %v; want held back, wake 5s", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter)
+	}
+	if p := d.decide(w, t0.Add(backloggedHold)); historyOf(p.Status) != "Queued" {
+		t.Errorf("backlogged for backloggedHold: history %q, want Queued written", historyOf(p.Status))
+	}
+	w.Backlog = false
+	if p := d.decide(w, t0.Add(30*time.Second)); historyOf(p.Status) != "Queued" {
+		t.Errorf("no backlog, 30s after creation: history %q, want Queued written", historyOf(p.Status))
+	}
+	d.QueuedDelay = 0
+	w.Backlog = true
+	if p := d.decide(w, t0.Add(time.Second)); historyOf(p.Status) != "Queued" {
+		t.Errorf("delay off, backlogged: history %q, want Queued written at once", historyOf(p.Status))
+	}
+}
+
 func historyOf(st flytev1.TaskActionStatus) string {
 	var s []string
 	for _, h := range st.PhaseHistory {
