@@ -34,6 +34,7 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/storage"
 	"github.com/taskaction/executor/pkg/task"
@@ -103,8 +104,10 @@ type Reconciler struct {
 	ackedUnwritten *acknowledgedEvents
 	launches       *launchRecords
 	// queued is how many TaskActions wait in the work queue for a worker
-	// (nil: unknown).
-	queued atomic.Pointer[func() int]
+	// (nil: unknown); active how many reconciles run, of at most workers.
+	queued  atomic.Pointer[func() int]
+	active  atomic.Int32
+	workers int32
 	// podSynced is the pod informer's last synced resourceVersion (nil: unknown).
 	podSynced func() string
 }
@@ -132,6 +135,8 @@ func (r *Reconciler) decider() decider {
 
 // Reconcile gathers, decides and applies for one TaskAction.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.active.Add(1)
+	defer r.active.Add(-1)
 	ta := &flytev1.TaskAction{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ta); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -186,6 +191,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.apply(ctx, w, p, plan)
 }
 
+// pressureMemory is how long API pressure counts after it was last seen: it
+// comes in bursts.
+const pressureMemory = 5 * time.Second
+
+// saturated says whether this process or the API server is short of
+// capacity: TaskActions wait in the work queue, every worker is busy,
+// requests wait for the API client's rate limiter (the workers need not all
+// be busy then, nor the queue hold anything), or the API server answers
+// writes slowly. Then every write saved lets another through sooner.
+func (r *Reconciler) saturated() bool {
+	if n := r.queued.Load(); n != nil && (*n)() > 0 {
+		return true
+	}
+	return (r.workers > 0 && r.active.Load() >= r.workers) || metrics.APIPressureWithin(pressureMemory)
+}
+
 // launch creates the attempt's pod and puts the outcome into w.
 func (r *Reconciler) launch(ctx context.Context, w *World, p plugin.Plugin, now time.Time) error {
 	attempt := max(w.TA.Status.Attempts, 1)
@@ -232,10 +253,11 @@ func (r *Reconciler) taskContext(ta *flytev1.TaskAction, t *task.Task, attempt u
 }
 
 // podChanges passes pod events that can change an attempt's phase: status,
-// deletion. The executor's own creates carry nothing new and are dropped.
+// deletion; and creations, which end the wait of a reconcile that found the
+// pod cache behind its own launch (wakeCacheLag is only the safety net).
 func podChanges() predicate.Funcs {
 	return predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return false },
+		CreateFunc: func(event.CreateEvent) bool { return true },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, ok1 := e.ObjectOld.(*corev1.Pod)
 			n, ok2 := e.ObjectNew.(*corev1.Pod)
@@ -257,6 +279,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	}
 	r.taWrites, r.taReleased, r.podCreates, r.ackedUnwritten = newWriteOrder(), newReleased(), newWriteOrder(), newAcknowledgedEvents()
 	r.launches = newLaunchRecords()
+	r.workers = int32(workers)
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &flytev1.TaskAction{}, identityIndex, actionIdentity); err != nil {
 		return fmt.Errorf("index TaskActions by identity: %w", err)

@@ -30,7 +30,7 @@ type decider struct {
 // Wake-ups for waits that the next watch event normally ends early.
 const (
 	wakeSoon     = time.Millisecond // the next step is ready (next attempt's launch)
-	wakeCacheLag = 100 * time.Millisecond
+	wakeCacheLag = time.Second      // the watch event of the awaited write ends it
 )
 
 // decide computes the plan for the TaskAction of w at now.

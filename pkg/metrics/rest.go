@@ -53,7 +53,11 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		code = strconv.Itoa(resp.StatusCode)
 	}
 	apiRequests.WithLabelValues(verb, resource, code).Inc()
-	apiRequestDuration.WithLabelValues(verb, resource).Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	apiRequestDuration.WithLabelValues(verb, resource).Observe(took.Seconds())
+	if verb != "get" && verb != "list" {
+		observeWrite(took)
+	}
 	return resp, err
 }
 

@@ -1,0 +1,38 @@
+package metrics
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	clientmetrics "k8s.io/client-go/tools/metrics"
+)
+
+// TestAPIPressure: client-go's rate-limiter observation (the variable it
+// reads on every request) goes through the executor's observer, which
+// remembers a wait long enough to count, and not a token taken at once; a
+// slow write counts, a quick one does not.
+func TestAPIPressure(t *testing.T) {
+	lastPressure.Store(0)
+	clientmetrics.RateLimiterLatency.Observe(context.Background(), "PATCH", url.URL{Path: "/apis/flyte.org/v1"}, 50*time.Microsecond)
+	if APIPressureWithin(time.Minute) {
+		t.Fatal("a request that took a token at once counts as throttled")
+	}
+	clientmetrics.RateLimiterLatency.Observe(context.Background(), "PATCH", url.URL{Path: "/apis/flyte.org/v1"}, 200*time.Millisecond)
+	if !APIPressureWithin(time.Minute) {
+		t.Fatal("a request that waited 200ms for the rate limiter is not seen")
+	}
+	if APIPressureWithin(0) {
+		t.Fatal("throttled within no time at all")
+	}
+	lastPressure.Store(0)
+	observeWrite(20 * time.Millisecond)
+	if APIPressureWithin(time.Minute) {
+		t.Fatal("a write answered in 20ms counts as pressure")
+	}
+	observeWrite(time.Second)
+	if !APIPressureWithin(time.Minute) {
+		t.Fatal("a write answered in 1s is not seen")
+	}
+}
