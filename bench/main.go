@@ -58,6 +58,7 @@ type options struct {
 	FloorBurst    int
 
 	GC         bool
+	Webhook    bool
 	GCInterval time.Duration
 	GCTTL      time.Duration
 	GCTimeout  time.Duration
@@ -107,6 +108,7 @@ func main() {
 	fs.Float64Var(&o.RetryFraction, "retry-fraction", 0.3, "with --workload retries: fraction of TaskActions with retries 1 whose first attempt's pod fails (exit 1) and second succeeds")
 	fs.Float64Var(&o.FloorQPS, "floor-qps", 0, "client QPS of the floor (0: the same as --qps)")
 	fs.IntVar(&o.FloorBurst, "floor-burst", 0, "client burst of the floor (0: the same as --burst)")
+	fs.BoolVar(&o.Webhook, "webhook", true, "run the executor with its admission webhooks installed, as config/default deploys it (the finalizer is added at creation)")
 	fs.BoolVar(&o.GC, "gc", true, "after the hot path, delete every TaskAction and measure it: the executor's garbage collector (a second executor process with a short gc.interval/maxTTL), the harness for the floor")
 	fs.DurationVar(&o.GCInterval, "gc-interval", time.Minute, "with --gc: the executor's gc.interval in the deletion phase (its minimum, 1m; the collector also sweeps once at start, which finds every TaskAction expired)")
 	fs.DurationVar(&o.GCTTL, "gc-ttl", time.Second, "with --gc: the executor's gc.maxTTL in the deletion phase")
@@ -232,7 +234,7 @@ func run(ctx context.Context, o options) error {
 		Command: "go run ./bench " + strings.Join(os.Args[1:], " "),
 		Params: Params{N: o.N, Rate: o.Rate, FailFraction: o.FailFraction, RunDelay: o.RunDelay.String(),
 			FinishDelay: o.FinishDelay.String(), Nodes: o.Nodes, QPS: o.QPS, Burst: o.Burst, Creators: o.Creators,
-			Workload: o.Workload, FloorQPS: o.FloorQPS, FloorBurst: o.FloorBurst, GC: o.GC && !o.Search},
+			Workload: o.Workload, FloorQPS: o.FloorQPS, FloorBurst: o.FloorBurst, GC: o.GC && !o.Search, Webhook: o.Webhook},
 		Machine: machineInfo(o.Root),
 	}
 	if o.Mode != "floor" {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
@@ -190,6 +191,22 @@ type executorDeps struct {
 	cacheAddr string
 	config    string // --config file ("" for none)
 	svcs      []*proc
+	// webhooks are config/webhook's configurations installed pointing at
+	// the executor's webhook server (nil: not installed).
+	webhooks *envtest.WebhookInstallOptions
+}
+
+// args are the executor's flags for what it talks to.
+func (d *executorDeps) args() []string {
+	a := []string{"--executor.eventsServiceURL=http://" + d.proxy.addr, "--executor.cacheServiceURL=http://" + d.cacheAddr}
+	if d.config != "" {
+		a = append(a, "--config="+d.config)
+	}
+	if w := d.webhooks; w != nil {
+		a = append(a, "--executor.webhook.enabled=true", "--executor.webhook.host="+w.LocalServingHost,
+			"--executor.webhookPort="+strconv.Itoa(w.LocalServingPort), "--executor.webhookCertPath="+w.LocalServingCertDir)
+	}
+	return a
 }
 
 func (s *session) close() {
@@ -236,11 +253,16 @@ func startSession(ctx context.Context, o options, mode string, expect int) (s *s
 
 	switch mode {
 	case "executor":
-		s.exec, err = startExecutorDeps(ctx, o, s.dir)
+		s.exec, err = startExecutorDeps(ctx, o, s.r, s.dir)
 		if s.exec != nil {
 			deps := s.exec
 			s.stops = append(s.stops, func() {
-				deps.proxy.close()
+				if deps.proxy != nil {
+					deps.proxy.close()
+				}
+				if deps.webhooks != nil {
+					_ = deps.webhooks.Cleanup()
+				}
 				for _, p := range deps.svcs {
 					p.Stop(10 * time.Second)
 				}
@@ -514,8 +536,17 @@ func startFloor(ctx context.Context, o options, r *rig, dir string) (*controller
 // the cache service, each a subprocess, and writes the executor's config
 // file when the workload needs one: the Flyte form's blob storage, a file://
 // bucket in the work directory.
-func startExecutorDeps(ctx context.Context, o options, dir string) (*executorDeps, error) {
+func startExecutorDeps(ctx context.Context, o options, r *rig, dir string) (*executorDeps, error) {
 	d := &executorDeps{}
+	if o.Webhook {
+		// As config/default deploys it: the API server calls the executor's
+		// webhooks (by URL here, with a generated certificate).
+		w := &envtest.WebhookInstallOptions{Paths: []string{filepath.Join(o.Root, "config", "webhook", "manifests.yaml")}, LocalServingHost: "127.0.0.1"}
+		if err := w.Install(r.admin); err != nil {
+			return d, fmt.Errorf("install the webhook configurations: %w", err)
+		}
+		d.webhooks = w
+	}
 	if o.Workload == workloadFlyte {
 		b, err := json.Marshal(map[string]any{config.StorageSection: local.StorageConfig(dir)})
 		if err != nil {
@@ -571,11 +602,8 @@ func startExecutor(ctx context.Context, o options, r *rig, dir string, deps *exe
 	args := []string{"--kubeconfig=" + r.ctrlKC,
 		"--executor.metricsBindAddress=" + maddr, "--executor.metricsSecure=false",
 		"--executor.healthProbeBindAddress=0", "--executor.leaderElect=false",
-		"--executor.eventsServiceURL=http://" + deps.proxy.addr, "--executor.cacheServiceURL=http://" + deps.cacheAddr,
 		"--executor.kubeAPIQPS=" + strconv.FormatFloat(o.QPS, 'f', -1, 64), "--executor.kubeAPIBurst=" + strconv.Itoa(o.Burst)}
-	if deps.config != "" {
-		args = append(args, "--config="+deps.config)
-	}
+	args = append(args, deps.args()...)
 	args = append(args, gcArgs...)
 	args = append(args, strings.Fields(o.ExecutorArgs)...)
 	p, err := startProc(ctx, name, filepath.Join(dir, name+".log"), o.ExecutorBin, args...)

@@ -39,6 +39,7 @@ type Params struct {
 	FloorQPS      float64 `json:"floorQPS"`
 	FloorBurst    int     `json:"floorBurst"`
 	GC            bool    `json:"deletionPhase"`
+	Webhook       bool    `json:"executorWebhooks"`
 	GCInterval    string  `json:"gcInterval,omitempty"`
 	GCTTL         string  `json:"gcMaxTTL,omitempty"`
 	ExecutorBin   string  `json:"executorBinary,omitempty"`
@@ -226,6 +227,11 @@ func (r *Report) Markdown(png string) string {
 	}
 	p("run delay %s, finish delay %s, %d kwok nodes, controller client QPS %.0f / burst %d (floor %.0f / %d). ",
 		r.Params.RunDelay, r.Params.FinishDelay, r.Params.Nodes, r.Params.QPS, r.Params.Burst, r.Params.FloorQPS, r.Params.FloorBurst)
+	if r.Params.Webhook {
+		p("The executor's admission webhooks are installed, as config/default deploys them (its finalizer is added at creation). ")
+	} else {
+		p("No admission webhooks (the executor adds its finalizer with a patch). ")
+	}
 	if r.Params.ExecutorSHA != "" {
 		p("Executor binary %s (sha256 %s). ", r.Params.ExecutorBin, r.Params.ExecutorSHA)
 	}

@@ -44,7 +44,7 @@ func TestDefaults(t *testing.T) {
 		{"defaultMemory", d.DefaultMemory, "1Gi"},
 		{"imagePullGracePeriod", d.ImagePullGracePeriod.Duration, 3 * time.Minute},
 		{"createContainerGracePeriod", d.CreateContainerGracePeriod.Duration, 3 * time.Minute},
-		{"queuedStatusDelay", d.QueuedStatusDelay.Duration, time.Duration(0)},
+		{"queuedStatusDelay", d.QueuedStatusDelay.Duration, 5 * time.Second},
 		{"maxSystemFailures", d.MaxSystemFailures, 3},
 		{"maxConcurrentReconciles", d.MaxConcurrentReconciles, 64},
 		{"requeueDuration", d.RequeueDuration.Duration, 10 * time.Second},
