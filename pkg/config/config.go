@@ -48,8 +48,10 @@ type GCConfig struct {
 
 // Config is the `executor` section.
 type Config struct {
-	MetricsBindAddress      string `json:"metricsBindAddress"`
-	HealthProbeBindAddress  string `json:"healthProbeBindAddress"`
+	MetricsBindAddress     string `json:"metricsBindAddress"`
+	HealthProbeBindAddress string `json:"healthProbeBindAddress"`
+	// PprofBindAddress serves Go's /debug/pprof profiles (off by default).
+	PprofBindAddress        string `json:"pprofBindAddress"`
 	LeaderElect             bool   `json:"leaderElect"`
 	LeaderElectionNamespace string `json:"leaderElectionNamespace"`
 	MetricsSecure           bool   `json:"metricsSecure"`
@@ -117,6 +119,7 @@ func Default() Config {
 	return Config{
 		MetricsBindAddress:     ":10254",
 		HealthProbeBindAddress: ":8081",
+		PprofBindAddress:       "0",
 		LeaderElect:            false,
 		MetricsSecure:          true,
 		MetricsCertName:        "tls.crt",

@@ -25,6 +25,7 @@ func TestDefaults(t *testing.T) {
 	}{
 		{"metricsBindAddress", d.MetricsBindAddress, ":10254"},
 		{"healthProbeBindAddress", d.HealthProbeBindAddress, ":8081"},
+		{"pprofBindAddress", d.PprofBindAddress, "0"},
 		{"leaderElect", d.LeaderElect, false},
 		{"leaderElectionNamespace", d.LeaderElectionNamespace, ""},
 		{"metricsSecure", d.MetricsSecure, true},

@@ -29,6 +29,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 
 	s(&c.MetricsBindAddress, "metricsBindAddress", "address of the metrics server (\"0\" disables it)")
 	s(&c.HealthProbeBindAddress, "healthProbeBindAddress", "address of /healthz and /readyz (\"0\" disables them)")
+	s(&c.PprofBindAddress, "pprofBindAddress", "address of Go's /debug/pprof profiles, unauthenticated: bind it to localhost (\"0\", the default, disables them)")
 	b(&c.LeaderElect, "leaderElect", "elect a leader so that only one replica reconciles")
 	s(&c.LeaderElectionNamespace, "leaderElectionNamespace", "namespace of the leader-election Lease outside a cluster (else POD_NAMESPACE, else default)")
 	b(&c.MetricsSecure, "metricsSecure", "serve metrics over HTTPS with authentication and authorization")

@@ -84,6 +84,7 @@ func (c Config) Validate() error {
 	for _, kv := range [][2]string{
 		{"metricsBindAddress", c.MetricsBindAddress},
 		{"healthProbeBindAddress", c.HealthProbeBindAddress},
+		{"pprofBindAddress", c.PprofBindAddress},
 	} {
 		b, err := parseBindAddress(kv[1])
 		if err != nil {
@@ -102,6 +103,9 @@ func (c Config) Validate() error {
 		{"metricsBindAddress", "healthProbeBindAddress"},
 		{"metricsBindAddress", "webhookPort"},
 		{"healthProbeBindAddress", "webhookPort"},
+		{"metricsBindAddress", "pprofBindAddress"},
+		{"healthProbeBindAddress", "pprofBindAddress"},
+		{"pprofBindAddress", "webhookPort"},
 	} {
 		a, aok := binds[pair[0]]
 		b, bok := binds[pair[1]]

@@ -125,6 +125,7 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 		Scheme:                        Scheme(),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
+		PprofBindAddress:              cfg.PprofBindAddress,
 		LeaderElection:                cfg.LeaderElect,
 		LeaderElectionID:              LeaderElectionID,
 		LeaderElectionNamespace:       leaderElectionNamespace(cfg),
