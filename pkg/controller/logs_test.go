@@ -14,6 +14,7 @@ import (
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
@@ -42,9 +43,17 @@ func TestEventsCarryLogLinks(t *testing.T) {
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "main",
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0.Add(time.Second))}}}}},
 	}
+	pod.Spec.Containers[1].Env = []corev1.EnvVar{{Name: "A", Value: "1"}}
+	pod.Spec.Containers[1].Image = "python:3.12"
+	pod.Spec.Hostname = "host-1"
 	logs, err := podLogs(rl, ta, tk, 1, pod)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The same from the pod as the informer cache keeps it.
+	trimmed, _ := container.TrimPod(pod.DeepCopy())
+	if fromCache, err := podLogs(rl, ta, tk, 1, trimmed.(*corev1.Pod)); err != nil || !sameLogs(fromCache, logs) {
+		t.Errorf("log context and links from the cache's trimmed pod: %+v (%v), want %+v", fromCache, err, logs)
 	}
 	withLogs := func(r resource) resource { r.Logs = logs; return r }
 
@@ -129,4 +138,16 @@ func TestFlyteTemplateLogLinks(t *testing.T) {
 	if want := "Trace=https://trace.example/hello-0 Dashboard=https://logs.example/hello-0"; strings.Join(got, " ") != want {
 		t.Errorf("links = %q, want %q", strings.Join(got, " "), want)
 	}
+}
+
+func sameLogs(a, b attemptLogs) bool {
+	if !proto.Equal(a.Context, b.Context) || len(a.Links) != len(b.Links) {
+		return false
+	}
+	for i := range a.Links {
+		if !proto.Equal(a.Links[i], b.Links[i]) {
+			return false
+		}
+	}
+	return true
 }

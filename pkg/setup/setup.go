@@ -302,7 +302,8 @@ func CacheOptions(namespaces ...string) crcache.Options {
 		// managedFields are a third of a typical object and nothing here reads them.
 		DefaultTransform: crcache.TransformStripManagedFields(),
 		ByObject: map[client.Object]crcache.ByObject{
-			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{ManagedLabel: "true"})},
+			// Pods keep only what the executor reads of their spec.
+			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{ManagedLabel: "true"}), Transform: container.TrimPod},
 		},
 	}
 	if len(namespaces) > 0 {

@@ -231,6 +231,7 @@ func TestObservePod(t *testing.T) {
 			}
 			orig := tc.pod.DeepCopy()
 			got := ObservePod(tc.pod, t0.Add(tc.now), set)
+			sameFromCache(t, tc.pod, got, func(p *corev1.Pod) plugin.Observation { return ObservePod(p, t0.Add(tc.now), set) })
 			if got.Phase != tc.phase {
 				t.Fatalf("phase = %s (%+v), want %s", got.Phase, got, tc.phase)
 			}
@@ -329,6 +330,7 @@ func TestSecretMountStuck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ObservePod(tc.pod, t0.Add(tc.after), s)
+			sameFromCache(t, tc.pod, got, func(p *corev1.Pod) plugin.Observation { return ObservePod(p, t0.Add(tc.after), s) })
 			if got.Phase != tc.want {
 				t.Fatalf("phase %s (%s), want %s", got.Phase, got.Message, tc.want)
 			}
