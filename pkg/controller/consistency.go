@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -10,8 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/taskaction/executor/pkg/events"
 )
@@ -173,9 +170,12 @@ func (g *released) forget(key types.NamespacedName) {
 }
 
 // acknowledgedEvents remembers, per TaskAction, the events the events service
-// acknowledged while no status was written (a held-back Queued status), so
-// that the reconciles meanwhile do not send them again. Only an identical
-// event is skipped; a restart forgets, and the service stores a re-send once.
+// acknowledged while no status was written (a held-back status), so that the
+// reconciles meanwhile do not send them again: an event of an identity
+// (attempt, phase, version) already acknowledged is skipped even when its
+// details differ (a running pod's log context gains its containers' times),
+// since the identity is what the service keeps one event of. A restart
+// forgets; what it then re-sends is computed from the same pod again.
 type acknowledgedEvents struct {
 	mu   sync.Mutex
 	sent map[types.NamespacedName]acked
@@ -200,7 +200,7 @@ func (a *acknowledgedEvents) acknowledged(key types.NamespacedName, uid types.UI
 	if !ok || e.uid != uid {
 		return false
 	}
-	return slices.ContainsFunc(e.events, func(s events.Event) bool { return sameEvent(s, ev) })
+	return slices.ContainsFunc(e.events, func(s events.Event) bool { return sameIdentity(s, ev) })
 }
 
 func (a *acknowledgedEvents) add(key types.NamespacedName, uid types.UID, evs []events.Event) {
@@ -214,7 +214,7 @@ func (a *acknowledgedEvents) add(key types.NamespacedName, uid types.UID, evs []
 		e = acked{uid: uid}
 	}
 	for _, ev := range evs {
-		if !slices.ContainsFunc(e.events, func(s events.Event) bool { return sameEvent(s, ev) }) {
+		if !slices.ContainsFunc(e.events, func(s events.Event) bool { return sameIdentity(s, ev) }) {
 			e.events = append(e.events, ev)
 		}
 	}
@@ -230,18 +230,10 @@ func (a *acknowledgedEvents) forget(key types.NamespacedName) {
 	delete(a.sent, key)
 }
 
-// sameEvent compares two events by content (their protobuf parts as messages).
-func sameEvent(a, b events.Event) bool {
-	if !proto.Equal(a.LogContext, b.LogContext) || len(a.LogLinks) != len(b.LogLinks) {
-		return false
-	}
-	for i := range a.LogLinks {
-		if !proto.Equal(a.LogLinks[i], b.LogLinks[i]) {
-			return false
-		}
-	}
-	a.LogContext, b.LogContext, a.LogLinks, b.LogLinks = nil, nil, nil, nil
-	return reflect.DeepEqual(a, b)
+// sameIdentity says whether two events of one TaskAction are the same
+// event to the events service: the same attempt, phase and version.
+func sameIdentity(a, b events.Event) bool {
+	return a.Attempt == b.Attempt && a.Phase == b.Phase && a.Version == b.Version
 }
 
 // launchRecords remembers, per TaskAction, the pod this process launched

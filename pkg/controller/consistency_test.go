@@ -124,10 +124,18 @@ func TestAcknowledgedEvents(t *testing.T) {
 	if !a.acknowledged(key, "uid-1", same) {
 		t.Error("the same event is not recognised")
 	}
-	other := ev
-	other.ClusterEvents = []events.ClusterEvent{{Message: "something else"}}
-	if a.acknowledged(key, "uid-1", other) || a.acknowledged(key, "uid-2", ev) {
-		t.Error("another content, or another TaskAction of the same name, taken as acknowledged")
+	// A running pod's log context gains detail while its status is held
+	// back: the identity was acknowledged, so it is not sent again with
+	// other content under the same identity.
+	detailed := ev
+	detailed.LogContext = &core.LogContext{PrimaryPodName: "hello-0", Pods: []*core.PodLogContext{{PodName: "hello-0"}}}
+	if !a.acknowledged(key, "uid-1", detailed) {
+		t.Error("the same identity with other details would be sent again")
+	}
+	next := ev
+	next.Version = 17
+	if a.acknowledged(key, "uid-1", next) || a.acknowledged(key, "uid-2", ev) {
+		t.Error("another version, or another TaskAction of the same name, taken as acknowledged")
 	}
 	a.forget(key)
 	if a.acknowledged(key, "uid-1", ev) {

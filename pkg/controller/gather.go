@@ -98,7 +98,7 @@ func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now tim
 	if readState(&ta.Status, attempt).Pod == "" {
 		w.Unrecorded = r.launches.get(client.ObjectKeyFromObject(ta), ta.UID, attempt)
 	}
-	w.Backlog = r.saturated()
+	w.Saturated = r.saturated()
 	if controllerutil.ContainsFinalizer(ta, Finalizer) && attempt > 1 {
 		if w.Others, err = r.earlierAttempts(ctx, p, ta, t, attempt, now); err != nil {
 			return w, p, err

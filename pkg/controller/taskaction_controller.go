@@ -299,7 +299,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 			MaxConcurrentReconciles: workers,
 			// Completions first (priority.go): a finished pod's TaskAction is
 			// reconciled ahead of queued launches. The queue's length says
-			// whether the executor is saturated (World.Backlog).
+			// whether the executor is saturated (World.Saturated).
 			UsePriorityQueue: ptr.To(true),
 			NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 				q := priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) {

@@ -331,26 +331,27 @@ func (d decider) holdRunning(p *Plan, w World, now time.Time, t transition) bool
 	return true
 }
 
-// backloggedHold is how long a new pod's statuses are held back while
-// TaskActions wait in the work queue: then every write delays a launch or a
-// completion, and the status of a pod that ends within it is written once.
-const backloggedHold = time.Minute
+// saturatedHold is how long a new pod's statuses are held back while the
+// executor or the API server is short of capacity (World.Saturated): then
+// every write delays a launch or a completion, and the status of a pod that
+// ends within it is written once.
+const saturatedHold = time.Minute
 
 // statusHold is how long a new pod's Queued and Running statuses are held
-// back (0: not at all): QueuedDelay, and at least backloggedHold while the
+// back (0: not at all): QueuedDelay, and at least saturatedHold while the
 // executor is saturated.
 func (d decider) statusHold(w World) time.Duration {
 	switch {
 	case d.QueuedDelay <= 0:
 		return 0
-	case w.Backlog:
-		return max(d.QueuedDelay, backloggedHold)
+	case w.Saturated:
+		return max(d.QueuedDelay, saturatedHold)
 	}
 	return d.QueuedDelay
 }
 
 // wakeHeld wakes a held-back status when its hold ends, and at least every
-// QueuedDelay: a hold extended by a backlog ends with the backlog.
+// QueuedDelay: a hold extended by saturation ends soon after it.
 func (d decider) wakeHeld(p *Plan, left time.Duration) {
 	p.wake(min(left, d.QueuedDelay))
 }

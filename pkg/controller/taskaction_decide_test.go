@@ -438,29 +438,29 @@ func TestHeldLaunchDeletedExternally(t *testing.T) {
 	}
 }
 
-// TestBacklogHoldsStatusesLonger: while TaskActions wait for a worker, a new
-// pod's Queued status is held back up to backloggedHold, waking every
-// QueuedDelay to see whether the backlog is gone.
-func TestBacklogHoldsStatusesLonger(t *testing.T) {
+// TestSaturationHoldsStatusesLonger: while the executor is saturated, a new
+// pod's Queued status is held back up to saturatedHold, waking every
+// QueuedDelay to see whether it still is.
+func TestSaturationHoldsStatusesLonger(t *testing.T) {
 	d := testDecider
 	d.QueuedDelay = 5 * time.Second
 	ta := newTA(0)
 	w := worldOf(t, ta, ours("pod-1", t0, plugin.Observation{Phase: plugin.PhaseQueued}))
-	w.Backlog = true
+	w.Saturated = true
 	if p := d.decide(w, t0.Add(30*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 5*time.Second {
-		t.Errorf("backlogged, 30s after creation: status written %v, wake %v; want held back, wake 5s", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter)
+		t.Errorf("saturated, 30s after creation: status written %v, wake %v; want held back, wake 5s", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter)
 	}
-	if p := d.decide(w, t0.Add(backloggedHold)); historyOf(p.Status) != "Queued" {
-		t.Errorf("backlogged for backloggedHold: history %q, want Queued written", historyOf(p.Status))
+	if p := d.decide(w, t0.Add(saturatedHold)); historyOf(p.Status) != "Queued" {
+		t.Errorf("saturated for saturatedHold: history %q, want Queued written", historyOf(p.Status))
 	}
-	w.Backlog = false
+	w.Saturated = false
 	if p := d.decide(w, t0.Add(30*time.Second)); historyOf(p.Status) != "Queued" {
-		t.Errorf("no backlog, 30s after creation: history %q, want Queued written", historyOf(p.Status))
+		t.Errorf("not saturated, 30s after creation: history %q, want Queued written", historyOf(p.Status))
 	}
 	d.QueuedDelay = 0
-	w.Backlog = true
+	w.Saturated = true
 	if p := d.decide(w, t0.Add(time.Second)); historyOf(p.Status) != "Queued" {
-		t.Errorf("delay off, backlogged: history %q, want Queued written at once", historyOf(p.Status))
+		t.Errorf("delay off, saturated: history %q, want Queued written at once", historyOf(p.Status))
 	}
 }
 

@@ -87,9 +87,9 @@ type World struct {
 	// Unrecorded is this process's launch of the current attempt while the
 	// status does not record it yet (nil: none, or forgotten in a restart).
 	Unrecorded *launchRecord
-	// Backlog: TaskActions wait for a worker, or every worker is busy (the
-	// executor is saturated), so a new pod's statuses are held back longer.
-	Backlog bool
+	// Saturated: the executor or the API server is short of capacity
+	// (Reconciler.saturated), so a new pod's statuses are held back longer.
+	Saturated bool
 	// Others are the objects of other attempts this TaskAction controls.
 	Others []resource
 
