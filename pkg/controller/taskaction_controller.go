@@ -104,10 +104,8 @@ type Reconciler struct {
 	ackedUnwritten *acknowledgedEvents
 	launches       *launchRecords
 	// queued is how many TaskActions wait in the work queue for a worker
-	// (nil: unknown); active how many reconciles run, of at most workers.
-	queued  atomic.Pointer[func() int]
-	active  atomic.Int32
-	workers int32
+	// (nil: unknown).
+	queued atomic.Pointer[func() int]
 	// podSynced is the pod informer's last synced resourceVersion (nil: unknown).
 	podSynced func() string
 }
@@ -135,8 +133,6 @@ func (r *Reconciler) decider() decider {
 
 // Reconcile gathers, decides and applies for one TaskAction.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.active.Add(1)
-	defer r.active.Add(-1)
 	ta := &flytev1.TaskAction{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ta); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -196,15 +192,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 const pressureMemory = 5 * time.Second
 
 // saturated says whether this process or the API server is short of
-// capacity: TaskActions wait in the work queue, every worker is busy,
-// requests wait for the API client's rate limiter (the workers need not all
-// be busy then, nor the queue hold anything), or the API server answers
-// writes slowly. Then every write saved lets another through sooner.
+// capacity: TaskActions wait in the work queue for a worker, requests wait
+// for the API client's rate limiter (the queue may be empty then, its
+// TaskActions taken by workers that wait), or the API server answers writes
+// slowly. Then every write saved lets another through sooner.
 func (r *Reconciler) saturated() bool {
 	if n := r.queued.Load(); n != nil && (*n)() > 0 {
 		return true
 	}
-	return (r.workers > 0 && r.active.Load() >= r.workers) || metrics.APIPressureWithin(pressureMemory)
+	return metrics.APIPressureWithin(pressureMemory)
 }
 
 // launch creates the attempt's pod and puts the outcome into w.
@@ -279,7 +275,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	}
 	r.taWrites, r.taReleased, r.podCreates, r.ackedUnwritten = newWriteOrder(), newReleased(), newWriteOrder(), newAcknowledgedEvents()
 	r.launches = newLaunchRecords()
-	r.workers = int32(workers)
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &flytev1.TaskAction{}, identityIndex, actionIdentity); err != nil {
 		return fmt.Errorf("index TaskActions by identity: %w", err)
