@@ -73,22 +73,24 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
 // ports are free loopback ports for every listener, so that the test does
 // not collide with anything else on the machine.
 type ports struct{ metrics, probes, events, cache string }
 
 func newPorts(t *testing.T) ports {
-	return ports{freePort(t), freePort(t), freePort(t), freePort(t)}
+	t.Helper()
+	// All four listen at once, so that the kernel cannot hand out one port
+	// twice (picked and released one by one, two of them were once the same).
+	var ps [4]string
+	for i := range ps {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = l.Close() }()
+		ps[i] = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports{ps[0], ps[1], ps[2], ps[3]}
 }
 
 func (p ports) args() []string {
