@@ -62,6 +62,9 @@ func startExecutorWith(t testing.TB, ns, eventsURL, cacheURL string, mutate func
 	c.RequeueDuration = config.Duration{Duration: requeue}
 	c.GC.Interval = config.Duration{}
 	c.Cluster = "e2e"
+	// Statuses as they happen: tests wait for Executing, which the default
+	// hold (longer while a busy machine answers writes slowly) would delay.
+	c.QueuedStatusDelay = config.Duration{}
 	// The tests' s3:// buckets are directories: what the executor reads there
 	// (error.pb) is what a test wrote, never a cloud request.
 	c.Storage = config.StorageConfig{Type: config.StorageTypeLocal, Schemes: map[string]config.StowConfig{

@@ -78,6 +78,10 @@ func testConfig() config.Config {
 	c.MaxConcurrentReconciles = 8
 	c.GC.Interval = config.Duration{} // the GC has its own suite; here it would add LISTs to the request counts
 	c.KubeAPIQPS, c.KubeAPIBurst = 1000, 2000
+	// Statuses as they happen: tests wait for Executing, which the default
+	// hold (longer while a busy machine answers writes slowly) would delay;
+	// the hold has its own tests (TestAPIRequestsPerTaskAction sets it).
+	c.QueuedStatusDelay = config.Duration{}
 	return c
 }
 
