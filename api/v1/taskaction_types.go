@@ -23,7 +23,7 @@ const (
 // not a CEL rule here: a rule on spec makes the API server read the
 // format: byte fields below as URL-safe base64 (kubernetes/kube-openapi#633)
 // and refuse every template whose standard base64 holds '+' or '/' — most of
-// what Flyte writes. The validating webhook and the reconciler (pkg/task)
+// what Flyte writes. The admission webhook and the reconciler (pkg/task)
 // enforce it with the same message.
 type TaskActionSpec struct {
 	// RunName is the name of the workflow run this action belongs to.

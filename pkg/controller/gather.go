@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -269,12 +270,16 @@ func (r *Reconciler) describe(ctx context.Context, p plugin.Plugin, tc plugin.Ta
 		}
 		res.Obs = obs
 		if pod, ok := obj.(*corev1.Pod); ok {
-			logs, err := podLogs(r.TaskLogs, tc.TaskAction, tc.Task, uint32(max(tc.Attempt, 1)), pod)
-			if err != nil {
-				// A link that cannot be rendered is left out; the attempt goes on.
-				log.FromContext(ctx).Info("could not render the attempt's log links", "pod", pod.Name, "error", err.Error())
-			}
-			res.Logs = logs
+			// Rendered when an event needs them (most reconciles send none).
+			ta, t, attempt := tc.TaskAction, tc.Task, uint32(max(tc.Attempt, 1))
+			res.Logs = sync.OnceValue(func() attemptLogs {
+				logs, err := podLogs(r.TaskLogs, ta, t, attempt, pod)
+				if err != nil {
+					// A link that cannot be rendered is left out; the attempt goes on.
+					log.FromContext(ctx).Info("could not render the attempt's log links", "pod", pod.Name, "error", err.Error())
+				}
+				return logs
+			})
 		}
 	}
 	return res, nil

@@ -55,7 +55,7 @@ func TestEventsCarryLogLinks(t *testing.T) {
 	if fromCache, err := podLogs(rl, ta, tk, 1, trimmed.(*corev1.Pod)); err != nil || !sameLogs(fromCache, logs) {
 		t.Errorf("log context and links from the cache's trimmed pod: %+v (%v), want %+v", fromCache, err, logs)
 	}
-	withLogs := func(r resource) resource { r.Logs = logs; return r }
+	withLogs := func(r resource) resource { r.Logs = func() attemptLogs { return logs }; return r }
 
 	launched := testDecider.decide(func() World {
 		w := worldOf(t, ta, withLogs(ours("pod-1", t0, queuedObs())))

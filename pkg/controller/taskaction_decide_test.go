@@ -440,15 +440,18 @@ func TestHeldLaunchDeletedExternally(t *testing.T) {
 
 // TestSaturationHoldsStatusesLonger: while the executor is saturated, a new
 // pod's Queued status is held back up to saturatedHold, waking every
-// QueuedDelay to see whether it still is.
+// saturatedRecheck to see whether it still is (and at the hold's end).
 func TestSaturationHoldsStatusesLonger(t *testing.T) {
 	d := testDecider
 	d.QueuedDelay = 5 * time.Second
 	ta := newTA(0)
 	w := worldOf(t, ta, ours("pod-1", t0, plugin.Observation{Phase: plugin.PhaseQueued}))
 	w.Saturated = true
-	if p := d.decide(w, t0.Add(30*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 5*time.Second {
-		t.Errorf("saturated, 30s after creation: status written %v, wake %v; want held back, wake 5s", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter)
+	if p := d.decide(w, t0.Add(30*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != saturatedRecheck {
+		t.Errorf("saturated, 30s after creation: status written %v, wake %v; want held back, wake %v", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter, saturatedRecheck)
+	}
+	if p := d.decide(w, t0.Add(50*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 10*time.Second {
+		t.Errorf("saturated, 50s after creation: status written %v, wake %v; want held back, wake at the hold's end (10s)", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter)
 	}
 	if p := d.decide(w, t0.Add(saturatedHold)); historyOf(p.Status) != "Queued" {
 		t.Errorf("saturated for saturatedHold: history %q, want Queued written", historyOf(p.Status))

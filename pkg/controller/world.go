@@ -32,8 +32,9 @@ type resource struct {
 	Deleting bool
 	// Obs is the plugin's reading of it (only when Holder is holderUs).
 	Obs plugin.Observation
-	// Logs are where its logs are (a pod of ours).
-	Logs attemptLogs
+	// Logs are where its logs are (a pod of ours; nil otherwise), rendered on
+	// first use from the gathered pod.
+	Logs func() attemptLogs
 }
 
 // cacheAnswer is what the task-output cache said before a launch.

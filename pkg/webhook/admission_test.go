@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
@@ -144,6 +145,24 @@ func TestAdmissionWithTheWebhookUp(t *testing.T) {
 		}
 	})
 
+	t.Run("a TaskAction's create is one admission call, an update one validation", func(t *testing.T) {
+		mutations, validations := admissionCalls(t, webhook.PathTaskActionDefault), admissionCalls(t, webhook.PathTaskActionValidate)
+		ta := taskAction(ns, "one-call")
+		if err := c.Create(ctx, ta); err != nil {
+			t.Fatal(err)
+		}
+		if m, v := admissionCalls(t, webhook.PathTaskActionDefault)-mutations, admissionCalls(t, webhook.PathTaskActionValidate)-validations; m != 1 || v != 0 {
+			t.Errorf("a create called the mutating webhook %v times and the validating one %v times; want 1 and 0", m, v)
+		}
+		ta.Labels = map[string]string{"touched": "yes"}
+		if err := c.Update(ctx, ta); err != nil {
+			t.Fatal(err)
+		}
+		if m, v := admissionCalls(t, webhook.PathTaskActionDefault)-mutations, admissionCalls(t, webhook.PathTaskActionValidate)-validations; m != 1 || v != 1 {
+			t.Errorf("after an update: %v mutating and %v validating calls in all; want 1 and 1", m, v)
+		}
+	})
+
 	t.Run("a TaskAction the executor cannot decode is refused with the field", func(t *testing.T) {
 		cases := []struct {
 			name string
@@ -231,4 +250,28 @@ func TestAdmissionWithTheWebhookDown(t *testing.T) {
 			t.Errorf("create an unlabelled pod: %v", err)
 		}
 	})
+}
+
+// admissionCalls is how many admission requests the webhook at path has
+// answered in this process (controller-runtime's webhook metrics).
+func admissionCalls(t *testing.T, path string) float64 {
+	t.Helper()
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_webhook_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "webhook" && l.GetValue() == path {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }

@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	sigsjson "sigs.k8s.io/json"
@@ -21,42 +19,52 @@ import (
 	"github.com/taskaction/executor/pkg/controller"
 )
 
-// TaskActionFinalizer adds the executor's finalizer when a TaskAction is
-// created, so that the reconciler does not spend a write on it. Its
-// failurePolicy is Ignore: without the webhook a create still succeeds and
-// the reconciler adds the finalizer itself.
-type TaskActionFinalizer struct{}
+// TaskActionAdmission admits a TaskAction's creation in one call from the
+// API server: it refuses a TaskAction the executor could not run and adds
+// the executor's finalizer to the rest, so that the reconciler does not spend
+// a write on it. A second webhook per create would double the API server's
+// admission work for every TaskAction; a mutating webhook that runs after
+// this one and breaks the spec is still caught by the reconciler, which
+// decides the same again. Its failurePolicy is Ignore: without the webhook a
+// create succeeds, and the reconciler adds the finalizer and reports an
+// invalid spec.
+type TaskActionAdmission struct {
+	Validator TaskActionValidator
+}
 
-// Handle implements admission.Handler. It reads only the metadata, so a
-// spec the typed API cannot decode is still admitted here (the validating
-// webhook and the reconciler report it).
-func (TaskActionFinalizer) Handle(_ context.Context, req admission.Request) admission.Response {
+// Handle implements admission.Handler.
+func (a TaskActionAdmission) Handle(_ context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create {
 		return admission.Allowed("")
 	}
-	var obj struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
+	ta := &flytev1.TaskAction{}
+	if err := json.Unmarshal(req.Object.Raw, ta); err != nil {
+		// Mutation comes before the CRD's schema validation, which refuses
+		// such an object naming the field (the Go types and the schema are
+		// one). Were it admitted, the reconciler would report it.
+		return admission.Allowed("left to the schema validation")
 	}
-	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode TaskAction metadata: %w", err))
+	verdict := a.Validator.check(ta)
+	if !verdict.Allowed {
+		return verdict
 	}
-	if slices.Contains(obj.Metadata.Finalizers, controller.Finalizer) {
-		return admission.Allowed("finalizer present")
+	if slices.Contains(ta.Finalizers, controller.Finalizer) {
+		return admission.Allowed("finalizer present").WithWarnings(verdict.Warnings...)
 	}
-	if len(obj.Metadata.Finalizers) == 0 {
-		return admission.Patched("finalizer added",
-			jsonpatch.NewOperation("add", "/metadata/finalizers", []string{controller.Finalizer}))
+	op := jsonpatch.NewOperation("add", "/metadata/finalizers/-", controller.Finalizer)
+	if len(ta.Finalizers) == 0 {
+		op = jsonpatch.NewOperation("add", "/metadata/finalizers", []string{controller.Finalizer})
 	}
-	return admission.Patched("finalizer added",
-		jsonpatch.NewOperation("add", "/metadata/finalizers/-", controller.Finalizer))
+	return admission.Patched("finalizer added", op).WithWarnings(verdict.Warnings...)
 }
 
 // TaskActionValidator refuses, at `kubectl apply`, TaskActions the executor
 // could not run. The rules are the executor's own (pkg/task's decode, the
 // pod build and the pod-security policy, plugged in as Extra by pkg/setup),
 // so admission and the reconciler never disagree; this handler only adds the
-// pod-spec fields Kubernetes would drop, as warnings. Its failurePolicy is
-// Ignore: the reconciler decides the same again.
+// pod-spec fields Kubernetes would drop, as warnings. It serves updates (a
+// create is checked by TaskActionAdmission). Its failurePolicy is Ignore: the
+// reconciler decides the same again.
 type TaskActionValidator struct {
 	// Extra is the executor's check of a decoded TaskAction.
 	Extra func(*flytev1.TaskAction) error
@@ -71,6 +79,12 @@ func (v TaskActionValidator) Handle(_ context.Context, req admission.Request) ad
 	if err := json.Unmarshal(req.Object.Raw, ta); err != nil {
 		return admission.Denied(field.Invalid(field.NewPath("spec"), "", "does not decode: "+decodeReason(err)).Error())
 	}
+	return v.check(ta)
+}
+
+// check applies the executor's rules to a decoded TaskAction: allowed (with
+// warnings) or refused.
+func (v TaskActionValidator) check(ta *flytev1.TaskAction) admission.Response {
 	warnings := podSpecWarnings(ta)
 	if v.Extra != nil {
 		if err := v.Extra(ta); err != nil {

@@ -117,8 +117,9 @@ func Register(mgr manager.Manager, srv *Server, cfg config.Config, opts Options)
 		return fmt.Errorf("add webhook ready check: %w", err)
 	}
 	srv.Register(PathPodSecrets, &admission.Webhook{Handler: &PodSecretInjector{Injector: inj}, RecoverPanic: ptr(true)})
-	srv.Register(PathTaskActionDefault, &admission.Webhook{Handler: TaskActionFinalizer{}, RecoverPanic: ptr(true)})
-	srv.Register(PathTaskActionValidate, &admission.Webhook{Handler: TaskActionValidator{Extra: opts.ValidateTaskAction}, RecoverPanic: ptr(true)})
+	validator := TaskActionValidator{Extra: opts.ValidateTaskAction}
+	srv.Register(PathTaskActionDefault, &admission.Webhook{Handler: TaskActionAdmission{Validator: validator}, RecoverPanic: ptr(true)})
+	srv.Register(PathTaskActionValidate, &admission.Webhook{Handler: validator, RecoverPanic: ptr(true)})
 	return nil
 }
 
