@@ -7,9 +7,10 @@ import (
 )
 
 // TestSaturated: TaskActions waiting in the queue make the executor
-// saturated; an idle one is not (unless the API server was pressed within
-// pressureMemory, which no request of this test causes). A reconcile running
-// is not saturation: one worker alone is not short of capacity.
+// saturated, and it stays so for pressureMemory after the queue empties; an
+// idle one is not (unless the API server was pressed within pressureMemory,
+// which no request of this test causes). A reconcile running is not
+// saturation: one worker alone is not short of capacity.
 func TestSaturated(t *testing.T) {
 	r := &Reconciler{}
 	waiting := 0
@@ -21,5 +22,9 @@ func TestSaturated(t *testing.T) {
 	waiting = 3
 	if !r.saturated() {
 		t.Error("3 TaskActions in the queue: not saturated")
+	}
+	waiting = 0
+	if !r.saturated() {
+		t.Errorf("the queue emptied just now: not saturated (remembered for %v)", pressureMemory)
 	}
 }

@@ -450,8 +450,8 @@ func TestSaturationHoldsStatusesLonger(t *testing.T) {
 	if p := d.decide(w, t0.Add(30*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != saturatedRecheck {
 		t.Errorf("saturated, 30s after creation: status written %v, wake %v; want held back, wake %v", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter, saturatedRecheck)
 	}
-	if p := d.decide(w, t0.Add(50*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 10*time.Second {
-		t.Errorf("saturated, 50s after creation: status written %v, wake %v; want held back, wake at the hold's end (10s)", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter)
+	if p := d.decide(w, t0.Add(saturatedHold-10*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 10*time.Second {
+		t.Errorf("saturated, 10s before the hold's end: status written %v, wake %v; want held back, wake at the hold's end (10s)", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter)
 	}
 	if p := d.decide(w, t0.Add(saturatedHold)); historyOf(p.Status) != "Queued" {
 		t.Errorf("saturated for saturatedHold: history %q, want Queued written", historyOf(p.Status))

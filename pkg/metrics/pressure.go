@@ -28,7 +28,10 @@ const (
 // average, in Unix nanoseconds.
 var lastPressure atomic.Int64
 
-func pressed() { lastPressure.Store(time.Now().UnixNano()) }
+// NotePressure records pressure now; the controller notes its own
+// saturation (TaskActions waiting in the work queue) here too, so that it is
+// remembered as long.
+func NotePressure() { lastPressure.Store(time.Now().UnixNano()) }
 
 // throttleObserver sees every request's rate-limiter wait on its way to the
 // metric controller-runtime registered (rest_client_rate_limiter_duration_seconds).
@@ -36,7 +39,7 @@ type throttleObserver struct{ next clientmetrics.LatencyMetric }
 
 func (o throttleObserver) Observe(ctx context.Context, verb string, u url.URL, latency time.Duration) {
 	if latency >= throttledWait {
-		pressed()
+		NotePressure()
 	}
 	o.next.Observe(ctx, verb, u, latency)
 }
@@ -53,7 +56,7 @@ func observeWrite(took time.Duration) {
 		mean := old + (int64(took)-old)/writeWeight
 		if meanWrite.CompareAndSwap(old, mean) {
 			if time.Duration(mean) >= slowWrites {
-				pressed()
+				NotePressure()
 			}
 			return
 		}

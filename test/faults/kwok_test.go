@@ -205,9 +205,10 @@ func TestDeleteStorm(t *testing.T) {
 	n := x.s.Storm
 	x.createMix("storm", 0, n, true)
 	// First every pod runs (kwok), then every status says so: a status that
-	// does not follow its running pod within two minutes is a defect of its
+	// does not follow its running pod within seven minutes is a defect of its
 	// own (the storm goes on with it). The storm slows the API server's
-	// writes, which holds statuses back up to a minute (saturatedHold).
+	// writes, which holds statuses back up to five minutes (saturatedHold),
+	// rechecked every half minute.
 	x.waitCount("pods running", n, 5*time.Minute, func() (int, error) {
 		var pods corev1.PodList
 		err := x.cl.List(x.ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{setup.ManagedLabel: "true"})
@@ -230,8 +231,8 @@ func TestDeleteStorm(t *testing.T) {
 		}
 		return running, err
 	}
-	if got := x.waitCount("statuses Executing", n, 2*time.Minute, executing); got < n {
-		t.Errorf("%d of %d TaskActions still not Executing two minutes after every pod ran", n-got, n)
+	if got := x.waitCount("statuses Executing", n, 7*time.Minute, executing); got < n {
+		t.Errorf("%d of %d TaskActions still not Executing seven minutes after every pod ran", n-got, n)
 	}
 	x.logf("deleting the %d TaskActions at once", n)
 	deleted := map[string]string{}
