@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -112,6 +113,50 @@ func TestReportDeletionRows(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// --unrelated is said in the header and kept in the JSON; without it neither
+// changes.
+func TestReportUnrelated(t *testing.T) {
+	const want = "3 unrelated TaskActions and 3 unrelated pods in another namespace (bench-unrelated), created before the controller started; both controllers scoped to the bench namespace default"
+	for _, n := range []int{0, 3} {
+		r := &Report{Params: Params{N: 2, Unrelated: n}, Modes: []*ModeResult{{Mode: "floor", N: 2, Succeeded: 2}}}
+		md := r.Markdown("x.png")
+		search := (&Report{Params: Params{Unrelated: n}, SearchParams: &SearchParams{}}).SearchMarkdown()
+		js, err := json.Marshal(r.Params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			if strings.Contains(md+search, "unrelated") || strings.Contains(string(js), "unrelated") {
+				t.Errorf("no unrelated objects, yet:\n%s\n%s\n%s", md, search, js)
+			}
+			continue
+		}
+		if !strings.Contains(md, want) || !strings.Contains(search, want) || !strings.Contains(string(js), `"unrelated":3`) {
+			t.Errorf("lacks the unrelated objects:\n%s\n%s\n%s", md, search, js)
+		}
+	}
+}
+
+// The unrelated objects are outside the bench namespace, named apart from
+// the workload's, and the pods are never scheduled nor taken for the
+// executor's.
+func TestUnrelatedObjects(t *testing.T) {
+	for _, workload := range []string{workloadTyped, workloadFlyte} {
+		ta, err := unrelatedTaskAction(options{Workload: workload}, 7, "file:///tmp/b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ta.Namespace != unrelatedNamespace || ta.Namespace == benchNamespace || ta.Name != "unrelated-00007" {
+			t.Errorf("%s: TaskAction %s/%s", workload, ta.Namespace, ta.Name)
+		}
+	}
+	pod := unrelatedPod(7)
+	if pod.Namespace != unrelatedNamespace || pod.Spec.SchedulerName != "none-bench" || len(pod.Labels) != 0 ||
+		len(pod.Spec.Containers) != 1 || pod.Spec.Containers[0].Image != "busybox" {
+		t.Errorf("pod %+v", pod)
 	}
 }
 

@@ -49,6 +49,7 @@ func runFloor(args []string) error {
 	qps := fs.Float64("qps", 100, "client QPS")
 	burst := fs.Int("burst", 200, "client burst")
 	workers := fs.Int("workers", 64, "reconcile workers")
+	namespace := fs.String("namespace", "", "the one namespace to cache and reconcile (as the executor's namespaces); empty: every namespace")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -67,9 +68,13 @@ func runFloor(args []string) error {
 	defer stop()
 
 	scheme := setup.Scheme()
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
+	co := cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{setup.ManagedLabel: "true"})},
-	}})
+	}}
+	if *namespace != "" {
+		co.DefaultNamespaces = map[string]cache.Config{*namespace: {}}
+	}
+	c, err := cache.New(cfg, co)
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,7 @@ type options struct {
 
 	Workload      string
 	RetryFraction float64
+	Unrelated     int
 	FloorQPS      float64
 	FloorBurst    int
 
@@ -106,6 +107,7 @@ func main() {
 	fs.StringVar(&o.ExecutorArgs, "executor-args", "", "extra flags for the executor, space-separated")
 	fs.StringVar(&o.Workload, "workload", workloadTyped, "typed (spec.template), flyte (spec.taskTemplate: Flyte's serialized container task, a file:// bucket as the executor's storage) or retries (typed; --retry-fraction retried once)")
 	fs.Float64Var(&o.RetryFraction, "retry-fraction", 0.3, "with --workload retries: fraction of TaskActions with retries 1 whose first attempt's pod fails (exit 1) and second succeeds")
+	fs.IntVar(&o.Unrelated, "unrelated", 0, "before each mode's controller starts, create this many TaskActions and as many plain unscheduled pods in the namespace "+unrelatedNamespace+", and scope both controllers to the bench namespace: the memory of ignoring them")
 	fs.Float64Var(&o.FloorQPS, "floor-qps", 0, "client QPS of the floor (0: the same as --qps)")
 	fs.IntVar(&o.FloorBurst, "floor-burst", 0, "client burst of the floor (0: the same as --burst)")
 	fs.BoolVar(&o.Webhook, "webhook", true, "run the executor with its admission webhooks installed, as config/default deploys it (the finalizer is added at creation)")
@@ -142,6 +144,9 @@ func (o *options) defaults() error {
 	}
 	if o.RetryFraction < 0 || o.RetryFraction > 1 {
 		return errors.New("--retry-fraction must be in [0,1]")
+	}
+	if o.Unrelated < 0 {
+		return errors.New("--unrelated must not be negative")
 	}
 	switch o.Workload {
 	case workloadTyped, workloadFlyte, workloadRetries:
@@ -234,7 +239,8 @@ func run(ctx context.Context, o options) error {
 		Command: "go run ./bench " + strings.Join(os.Args[1:], " "),
 		Params: Params{N: o.N, Rate: o.Rate, FailFraction: o.FailFraction, RunDelay: o.RunDelay.String(),
 			FinishDelay: o.FinishDelay.String(), Nodes: o.Nodes, QPS: o.QPS, Burst: o.Burst, Creators: o.Creators,
-			Workload: o.Workload, FloorQPS: o.FloorQPS, FloorBurst: o.FloorBurst, GC: o.GC && !o.Search, Webhook: o.Webhook},
+			Workload: o.Workload, FloorQPS: o.FloorQPS, FloorBurst: o.FloorBurst, GC: o.GC && !o.Search, Webhook: o.Webhook,
+			Unrelated: o.Unrelated},
 		Machine: machineInfo(o.Root),
 	}
 	if o.Mode != "floor" {

@@ -251,6 +251,25 @@ func startSession(ctx context.Context, o options, mode string, expect int) (s *s
 	s.stops = append(s.stops, s.r.stop)
 	logf("control plane, kube-scheduler, kwok and %d nodes up in %s", o.Nodes, time.Since(t0).Round(time.Millisecond))
 
+	// The harness's own informers and client (admin); their requests are
+	// counted with the same instrumentation, so they can be told apart.
+	hcfg := rest.CopyConfig(s.r.admin)
+	hcfg.QPS, hcfg.Burst = 5000, 10000
+	hcfg.UserAgent = "bench-harness"
+	metrics.InstrumentRESTConfig(hcfg)
+	scheme := setup.Scheme()
+	s.cl, err = client.New(hcfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return s, err
+	}
+	// Before the controller (and the executor's webhooks): its initial list
+	// meets them, and none is admitted by the executor.
+	if o.Unrelated > 0 {
+		if err := createUnrelated(ctx, o, s.cl, s.bucket()); err != nil {
+			return s, fmt.Errorf("unrelated objects: %w", err)
+		}
+	}
+
 	switch mode {
 	case "executor":
 		s.exec, err = startExecutorDeps(ctx, o, s.r, s.dir)
@@ -283,15 +302,7 @@ func startSession(ctx context.Context, o options, mode string, expect int) (s *s
 		return s, err
 	}
 
-	// The harness's own informers and client (admin); their requests are
-	// counted with the same instrumentation, so they can be told apart.
-	hcfg := rest.CopyConfig(s.r.admin)
-	hcfg.QPS, hcfg.Burst = 5000, 10000
-	hcfg.UserAgent = "bench-harness"
-	metrics.InstrumentRESTConfig(hcfg)
-
 	s.ob = newObserver(expect)
-	scheme := setup.Scheme()
 	s.hc, err = cache.New(hcfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{setup.ManagedLabel: "true"})},
 	}})
@@ -316,8 +327,7 @@ func startSession(ctx context.Context, o options, mode string, expect int) (s *s
 	if !s.hc.WaitForCacheSync(cctx) {
 		return s, errors.New("harness caches did not sync")
 	}
-	s.cl, err = client.New(hcfg, client.Options{Scheme: scheme})
-	return s, err
+	return s, nil
 }
 
 // snapshot is the counters at one moment.
@@ -519,9 +529,13 @@ func startFloor(ctx context.Context, o options, r *rig, dir string) (*controller
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p, err := startProc(ctx, "floor", filepath.Join(dir, "floor.log"), self, "floor", "--kubeconfig="+r.ctrlKC,
-		"--metrics-addr="+addr, "--qps="+strconv.FormatFloat(o.FloorQPS, 'f', -1, 64), "--burst="+strconv.Itoa(o.FloorBurst),
-		"--workers="+strconv.Itoa(o.Workers))
+	args := []string{"floor", "--kubeconfig=" + r.ctrlKC,
+		"--metrics-addr=" + addr, "--qps=" + strconv.FormatFloat(o.FloorQPS, 'f', -1, 64), "--burst=" + strconv.Itoa(o.FloorBurst),
+		"--workers=" + strconv.Itoa(o.Workers)}
+	if o.Unrelated > 0 {
+		args = append(args, "--namespace="+benchNamespace)
+	}
+	p, err := startProc(ctx, "floor", filepath.Join(dir, "floor.log"), self, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -604,6 +618,9 @@ func startExecutor(ctx context.Context, o options, r *rig, dir string, deps *exe
 		"--executor.healthProbeBindAddress=0", "--executor.leaderElect=false",
 		"--executor.kubeAPIQPS=" + strconv.FormatFloat(o.QPS, 'f', -1, 64), "--executor.kubeAPIBurst=" + strconv.Itoa(o.Burst)}
 	args = append(args, deps.args()...)
+	if o.Unrelated > 0 {
+		args = append(args, "--executor.namespaces="+benchNamespace)
+	}
 	args = append(args, gcArgs...)
 	args = append(args, strings.Fields(o.ExecutorArgs)...)
 	p, err := startProc(ctx, name, filepath.Join(dir, name+".log"), o.ExecutorBin, args...)
@@ -649,17 +666,8 @@ func createAll(ctx context.Context, o options, cl client.Client, ob *observer, f
 					errc <- err
 					return
 				}
-				for attempt := 0; attempt < 5; attempt++ {
-					cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-					err = cl.Create(cctx, ta)
-					cancel()
-					if err == nil || ctx.Err() != nil {
-						break
-					}
-					time.Sleep(time.Second)
-				}
-				if err != nil {
-					errc <- fmt.Errorf("create %s: %w", ta.Name, err)
+				if err := createRetrying(ctx, cl, ta); err != nil {
+					errc <- err
 					return
 				}
 				now := time.Now()
@@ -696,6 +704,25 @@ feed:
 		}
 	}
 	return err
+}
+
+// createRetrying creates obj, trying up to 5 times a second apart: a busy
+// API server may time out or refuse a create now and then.
+func createRetrying(ctx context.Context, cl client.Client, obj client.Object) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = cl.Create(cctx, obj)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", obj.GetName(), err)
+	}
+	return nil
 }
 
 // logErrors counts error lines in a controller's log and keeps a few distinct ones.

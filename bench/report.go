@@ -44,6 +44,10 @@ type Params struct {
 	GCTTL         string  `json:"gcMaxTTL,omitempty"`
 	ExecutorBin   string  `json:"executorBinary,omitempty"`
 	ExecutorSHA   string  `json:"executorSHA256,omitempty"`
+
+	// Unrelated is --unrelated: TaskActions, and as many pods, in another
+	// namespace, present before the controller started.
+	Unrelated int `json:"unrelated,omitempty"`
 }
 
 type Percentiles struct {
@@ -232,6 +236,7 @@ func (r *Report) Markdown(png string) string {
 	} else {
 		p("No admission webhooks (the executor adds its finalizer with a patch). ")
 	}
+	p("%s", unrelatedText(r.Params.Unrelated))
 	if r.Params.ExecutorSHA != "" {
 		p("Executor binary %s (sha256 %s). ", r.Params.ExecutorBin, r.Params.ExecutorSHA)
 	}
@@ -415,6 +420,7 @@ func (r *Report) SearchMarkdown() string {
 		sp.StartRate, sp.Factor, sp.Step, sp.P99Bound, sp.MaxSteps)
 	p("Workload %s, fail fraction %.2f, run delay %s, finish delay %s, %d kwok nodes, client QPS %.0f / burst %d (floor %.0f / %d). ",
 		workloadText(r.Params.Workload), r.Params.FailFraction, r.Params.RunDelay, r.Params.FinishDelay, r.Params.Nodes, r.Params.QPS, r.Params.Burst, r.Params.FloorQPS, r.Params.FloorBurst)
+	p("%s", unrelatedText(r.Params.Unrelated))
 	p("Machine: %d CPUs (%s), Linux %s, commit %s, load average at start %s.\n\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.Kernel, short(r.Machine.Commit), r.Machine.LoadAvg)
 	p("| controller | **sustained rate (TaskActions/s)** | stopped because | peak RSS (MiB) |\n|---|---:|---|---:|\n")
 	for _, s := range r.Search {
@@ -435,6 +441,15 @@ func (r *Report) SearchMarkdown() string {
 		}
 	}
 	return b.String()
+}
+
+// unrelatedText is the header's sentence on --unrelated ("" without).
+func unrelatedText(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d unrelated TaskActions and %d unrelated pods in another namespace (%s), created before the controller started; both controllers scoped to the bench namespace %s (the executor's `--executor.namespaces`, the floor's `--namespace`). ",
+		n, n, unrelatedNamespace, benchNamespace)
 }
 
 func rateText(r float64) string {

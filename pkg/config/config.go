@@ -68,6 +68,10 @@ type Config struct {
 	CacheServiceURL  string `json:"cacheServiceURL"`
 	Cluster          string `json:"cluster"`
 
+	// Namespaces limits the executor's cache, hence the TaskActions it runs
+	// and collects, to these namespaces; empty: every namespace.
+	Namespaces []string `json:"namespaces"`
+
 	DefaultK8sServiceAccount   string   `json:"defaultK8sServiceAccount"`
 	DefaultCPU                 string   `json:"defaultCPU"`
 	DefaultMemory              string   `json:"defaultMemory"`

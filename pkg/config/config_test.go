@@ -40,6 +40,7 @@ func TestDefaults(t *testing.T) {
 		{"eventsServiceURL", d.EventsServiceURL, "http://localhost:8090"},
 		{"cacheServiceURL", d.CacheServiceURL, "http://localhost:8094"},
 		{"cluster", d.Cluster, ""},
+		{"namespaces", len(d.Namespaces), 0},
 		{"defaultK8sServiceAccount", d.DefaultK8sServiceAccount, ""},
 		{"defaultCPU", d.DefaultCPU, "1"},
 		{"defaultMemory", d.DefaultMemory, "1Gi"},
@@ -121,6 +122,10 @@ func flatten(prefix string, m map[string]any) map[string]string {
 			continue
 		}
 		if isMap { // an empty mapping (allowedServiceAccounts): its flag's default is ""
+			out[prefix+k] = ""
+			continue
+		}
+		if v == nil { // no list (namespaces): its flag's default is ""
 			out[prefix+k] = ""
 			continue
 		}
@@ -309,6 +314,33 @@ func TestPodSecurityFlagAndFileAgree(t *testing.T) {
 	var back config.ServiceAccounts
 	if err := back.Set(want.String()); err != nil || !reflect.DeepEqual(back, want) {
 		t.Errorf("round trip of %q: %v, %v", want.String(), back, err)
+	}
+}
+
+func TestNamespacesFlagAndFileAgree(t *testing.T) {
+	want := []string{"team-a", "team-b"}
+	fromFlag, err := load(t, "", "--executor.namespaces=team-a, team-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFile, err := load(t, "executor:\n  namespaces: [team-a, team-b]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The flag beats the file, as every flag does.
+	overFile, err := load(t, "executor:\n  namespaces: [other]\n", "--executor.namespaces=team-a,team-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]config.Config{"flag": fromFlag, "file": fromFile, "flag over file": overFile} {
+		if !reflect.DeepEqual(c.Namespaces, want) {
+			t.Errorf("%s: %q, want %q", name, c.Namespaces, want)
+		}
+	}
+	// An empty flag is every namespace, as the default.
+	c, err := load(t, "executor:\n  namespaces: [other]\n", "--executor.namespaces=")
+	if err != nil || c.Namespaces != nil {
+		t.Errorf("empty flag: %q, %v; want none", c.Namespaces, err)
 	}
 }
 

@@ -44,6 +44,8 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	s(&c.EventsServiceURL, "eventsServiceURL", "base URL of the events service")
 	s(&c.CacheServiceURL, "cacheServiceURL", "base URL of the cache service")
 	s(&c.Cluster, "cluster", "cluster name reported in events")
+	fs.Var((*namespaceList)(&c.Namespaces), flagPrefix+"namespaces",
+		"namespaces whose TaskActions the executor caches and runs, comma-separated; empty: every namespace")
 	s(&c.DefaultK8sServiceAccount, "defaultK8sServiceAccount", "service account for task pods whose template names none")
 	s(&c.DefaultCPU, "defaultCPU", "CPU request and limit of a task container that sets neither")
 	s(&c.DefaultMemory, "defaultMemory", "memory request and limit of a task container that sets neither")
@@ -62,6 +64,27 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	fs.Var(&c.PodSecurity.AllowedServiceAccounts, flagPrefix+"podSecurity.allowedServiceAccounts",
 		"service accounts task pods may use, per namespace: ns=sa,ns=sa2,other=* (\"*\" as namespace: every other one); empty: any")
 }
+
+// namespaceList is the flag form of a list of namespaces: comma-separated,
+// which String writes back for Load to re-apply.
+type namespaceList []string
+
+func (l *namespaceList) String() string { return strings.Join(*l, ",") }
+
+// Set replaces the list with the names of v; "" is the empty list.
+func (l *namespaceList) Set(v string) error {
+	var names []string
+	for _, ns := range strings.Split(v, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			names = append(names, ns)
+		}
+	}
+	*l = names
+	return nil
+}
+
+// Type names the flag's value in --help.
+func (l *namespaceList) Type() string { return "namespace,..." }
 
 // Load builds the effective configuration: defaults, then the YAML file at path
 // (if not empty), then every --executor.* flag that was set on flags. It validates
@@ -297,6 +320,8 @@ func typeName(t reflect.Type) string {
 	switch {
 	case t == reflect.TypeOf(ServiceAccounts{}):
 		return "a mapping from namespace to a list of service accounts"
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
+		return "a list of strings"
 	case t.Kind() == reflect.String:
 		return "a string"
 	case t.Kind() == reflect.Bool:

@@ -132,6 +132,15 @@ func (c Config) Validate() error {
 	if err := validateCertDir(c.WebhookCertPath, c.WebhookCertName, c.WebhookCertKey); err != nil {
 		add("webhookCertPath", "%v", err)
 	}
+	seen := map[string]bool{}
+	for _, ns := range c.Namespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			add("namespaces", "%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		} else if seen[ns] {
+			add("namespaces", "%q is listed twice", ns)
+		}
+		seen[ns] = true
+	}
 	if sa := c.DefaultK8sServiceAccount; sa != "" {
 		if errs := validation.IsDNS1123Subdomain(sa); len(errs) > 0 {
 			add("defaultK8sServiceAccount", "%q is not a service account name: %s", sa, strings.Join(errs, "; "))

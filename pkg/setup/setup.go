@@ -71,7 +71,8 @@ type Options struct {
 	// Cache replaces the cache-service client (tests); nil means the client
 	// of cfg.CacheServiceURL.
 	Cache cache.Client
-	// Namespaces, if set, limits the executor to these namespaces.
+	// Namespaces, if set, replaces cfg.Namespaces (tests, each in its own
+	// namespace, with a shared configuration).
 	Namespaces []string
 	// SkipNameValidation lets tests start several managers in one process.
 	SkipNameValidation bool
@@ -121,6 +122,11 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 
 	webhookServer := webhook.NewServer(cfg, tlsOpts)
 
+	namespaces := cfg.Namespaces
+	if len(opts.Namespaces) > 0 {
+		namespaces = opts.Namespaces
+	}
+
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                        Scheme(),
 		Metrics:                       metricsOpts,
@@ -131,7 +137,7 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 		LeaderElectionNamespace:       leaderElectionNamespace(cfg),
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer:                 webhookServer,
-		Cache:                         CacheOptions(opts.Namespaces...),
+		Cache:                         CacheOptions(namespaces...),
 		Controller:                    crconfig.Controller{SkipNameValidation: &opts.SkipNameValidation},
 	})
 	if err != nil {

@@ -174,11 +174,17 @@ executor:
 		{Name: "cacheServiceURL with a space", File: "executor:\n  cacheServiceURL: \"http://exa mple\"\n",
 			Want: `cacheServiceURL: "http://exa mple" is not a URL: invalid character " " in host name`},
 
-		// Leader election, service account.
+		// Leader election, namespaces, service account.
 		{Name: "leaderElectionNamespace not DNS-1123", Args: []string{"--executor.leaderElectionNamespace=Bad_NS"},
 			Want: `leaderElectionNamespace: "Bad_NS" is not a namespace name: ` + dns1123},
 		{Name: "leaderElectionNamespace too long", File: "executor:\n  leaderElectionNamespace: " + strings.Repeat("a", 64) + "\n",
 			Want: `leaderElectionNamespace: "` + strings.Repeat("a", 64) + `" is not a namespace name: must be no more than 63 characters`},
+		{Name: "namespaces with a bad name (flag)", Args: []string{"--executor.namespaces=team-a,Team_B"},
+			Want: `namespaces: "Team_B" is not a namespace name: ` + dns1123},
+		{Name: "namespaces with a name twice (file)", File: "executor:\n  namespaces: [team-a, team-b, team-a]\n",
+			Want: `namespaces: "team-a" is listed twice`},
+		{Name: "namespaces as a string", File: "executor:\n  namespaces: team-a\n",
+			Want: "config file <file>: namespaces must be a list of strings, got a string"},
 		{Name: "defaultK8sServiceAccount not a name", Args: []string{"--executor.defaultK8sServiceAccount=Task Runner"},
 			Want: `defaultK8sServiceAccount: "Task Runner" is not a service account name: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
 
@@ -289,6 +295,8 @@ executor:
 		{Name: "cert directories with a PEM pair", Args: []string{"--executor.webhookCertPath=" + c.Good, "--executor.metricsCertPath=" + c.Good}},
 		{Name: "pod security from flags", Args: []string{"--executor.podSecurity.level=restricted", "--executor.podSecurity.allowedServiceAccounts=team-a=runner,team-a=builder,*=default"}},
 		{Name: "pod security from the file", File: "executor:\n  podSecurity:\n    level: privileged\n    allowedServiceAccounts:\n      team-a: [runner, builder]\n      \"*\": [\"*\"]\n"},
+		{Name: "namespaces from flags", Args: []string{"--executor.namespaces=team-a,team-b"}},
+		{Name: "namespaces from the file", File: "executor:\n  namespaces: [team-a]\n"},
 		{Name: "gc disabled with a bare 0", File: "executor:\n  gc:\n    interval: 0\n    maxTTL: 0\n"},
 	}
 }
