@@ -188,9 +188,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // pressureMemory is how long saturation counts after it was last seen. Under
-// a burst its signals pause for seconds at a time; were the held statuses
-// written at every pause, that flood of writes would bring it back (measured
-// at N=10,000, QPS 1000 with 5s: 2.7 status patches per TaskAction).
+// a burst its signals pause for seconds at a time (the queue empties, a few
+// quick writes pull the average down); were the held statuses all written at
+// such a pause, that flood of writes would bring the pressure back.
 const pressureMemory = 30 * time.Second
 
 // saturated says whether this process or the API server is short of
