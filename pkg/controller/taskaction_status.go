@@ -270,8 +270,10 @@ func record(st *flytev1.TaskActionStatus, t transition, version uint32, now time
 	}
 	if n == 0 || st.PhaseHistory[n-1].Phase != name {
 		entry := flytev1.PhaseTransition{Phase: name, OccurredAt: at}
-		if t.err != nil {
-			// The condition and errorState carry the full text; the history only a hint.
+		if t.err != nil && !t.final {
+			// The condition and errorState carry the full text; the history
+			// only a hint of an earlier attempt's error (the final one is in
+			// both already).
 			entry.Message = truncate(t.err.Message, maxHistoryMessage)
 		}
 		st.PhaseHistory = boundHistory(append(st.PhaseHistory, entry))

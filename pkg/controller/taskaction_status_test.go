@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
@@ -327,6 +328,52 @@ func TestReleaseHold(t *testing.T) {
 			ta.DeletionTimestamp = &metav1.Time{Time: tc.deleted}
 			if got := releaseHold(ta, tc.now); got != tc.want {
 				t.Errorf("releaseHold = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTerminalStatusIsSmall: every status patch and every watch event of a
+// TaskAction carries its whole status, so the status of an ended one stays a
+// few hundred bytes, and a long error message is kept truncated in the
+// Failed condition (for kubectl) and errorState (Flyte's field), not again in
+// the history.
+func TestTerminalStatusIsSmall(t *testing.T) {
+	ended := func(t *testing.T, final plugin.Observation) flytev1.TaskActionStatus {
+		ta := newTA(0)
+		w := worldOf(t, ta, ours("pod-1", t0, plugin.Observation{Phase: plugin.PhaseQueued}))
+		w.Launch = &launchOutcome{}
+		ta = applied(ta, testDecider.decide(w, t0))
+		ta = applied(ta, testDecider.decide(worldOf(t, ta, ours("pod-1", t0, running(t0.Add(time.Second)))), t0.Add(time.Second)))
+		p := testDecider.decide(worldOf(t, ta, ours("pod-1", t0, final)), t0.Add(3*time.Second))
+		if !isTerminalStatus(&p.Status) {
+			t.Fatalf("not ended: %s", historyOf(p.Status))
+		}
+		return p.Status
+	}
+	long := strings.Repeat("Traceback line that a task printed before it died. ", 2000) // ~100 KB
+	failed := userFailure(t0.Add(3 * time.Second))
+	failed.Message, failed.Error.Message = long, long
+	for _, c := range []struct {
+		name  string
+		final plugin.Observation
+		max   int
+	}{
+		{"succeeded", succeeded(t0.Add(3 * time.Second)), 1500},
+		{"failed with a 100 KB message", failed, 1500 + maxErrorMessage + maxConditionMessage},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := ended(t, c.final)
+			raw, err := json.Marshal(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d bytes", len(raw))
+			if len(raw) > c.max {
+				t.Errorf("status of %d bytes, want at most %d: %s", len(raw), c.max, raw)
+			}
+			if h := st.PhaseHistory[len(st.PhaseHistory)-1]; h.Message != "" {
+				t.Errorf("the last history entry repeats the message the condition and errorState hold: %.40q", h.Message)
 			}
 		})
 	}
