@@ -79,10 +79,14 @@ type Config struct {
 	CreateContainerGracePeriod Duration `json:"createContainerGracePeriod"`
 	// QueuedStatusDelay holds back the status of a new pod: Queued until this
 	// long after its creation, Running until it has run this long, so that a
-	// short task costs one status write (its events are reported at once);
-	// while TaskActions wait for a worker, up to a minute. 0 writes each
-	// state at once.
+	// short task costs one status write (its events are reported at once).
+	// 0 writes each state at once.
 	QueuedStatusDelay Duration `json:"queuedStatusDelay"`
+	// SaturatedStatusDelay extends that hold while the executor or the API
+	// server is short of capacity, so that writes go to launches and
+	// completions. It never shortens it, and a queuedStatusDelay of 0 turns
+	// both off.
+	SaturatedStatusDelay Duration `json:"saturatedStatusDelay"`
 
 	MaxSystemFailures       int      `json:"maxSystemFailures"`
 	MaxConcurrentReconciles int      `json:"maxConcurrentReconciles"`
@@ -141,6 +145,7 @@ func Default() Config {
 		ImagePullGracePeriod:       Duration{3 * time.Minute},
 		CreateContainerGracePeriod: Duration{3 * time.Minute},
 		QueuedStatusDelay:          Duration{DefaultQueuedStatusDelay},
+		SaturatedStatusDelay:       Duration{DefaultSaturatedStatusDelay},
 
 		MaxSystemFailures: 3,
 		// Reconciles spend most of their time waiting on the API server and on the

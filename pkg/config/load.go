@@ -51,6 +51,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	s(&c.DefaultMemory, "defaultMemory", "memory request and limit of a task container that sets neither")
 	d(&c.ImagePullGracePeriod, "imagePullGracePeriod", "how long an image pull may back off before the attempt fails")
 	d(&c.CreateContainerGracePeriod, "createContainerGracePeriod", "how long CreateContainerError may last before the attempt fails")
+	d(&c.SaturatedStatusDelay, "saturatedStatusDelay", "how long queuedStatusDelay's hold extends while the executor or the API server is short of capacity (never shorter than queuedStatusDelay)")
 	d(&c.QueuedStatusDelay, "queuedStatusDelay", "how long a new pod's Queued (from its creation) and Running (from its start) statuses are held back, so that a short task costs one status write (the events are sent at once); 0: at once")
 	i(&c.MaxSystemFailures, "maxSystemFailures", "consecutive system failures tolerated before a TaskAction fails")
 	i(&c.MaxConcurrentReconciles, "maxConcurrentReconciles", "reconcile workers")

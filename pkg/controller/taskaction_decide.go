@@ -25,6 +25,8 @@ type decider struct {
 	Safety time.Duration
 	// QueuedDelay holds back the Queued status of a new pod (deferQueued).
 	QueuedDelay time.Duration
+	// SaturatedDelay extends QueuedDelay while World.Saturated (statusHold).
+	SaturatedDelay time.Duration
 }
 
 // Wake-ups for waits that the next watch event normally ends early.
@@ -331,24 +333,18 @@ func (d decider) holdRunning(p *Plan, w World, now time.Time, t transition) bool
 	return true
 }
 
-// saturatedHold is how long a new pod's statuses are held back while the
+// statusHold is how long a new pod's Queued and Running statuses are held
+// back (0: not at all): QueuedDelay, and at least SaturatedDelay while the
 // executor or the API server is short of capacity (World.Saturated): then
 // every write delays a launch or a completion, and the status of a pod that
-// ends within it is written once. The events that report the same phases are
-// sent at once meanwhile. Measured at N=10,000 and QPS 1000, where pods wait
-// minutes for the overloaded kwok: with a one-minute hold most TaskActions
-// still cost three status patches.
-const saturatedHold = 5 * time.Minute
-
-// statusHold is how long a new pod's Queued and Running statuses are held
-// back (0: not at all): QueuedDelay, and at least saturatedHold while the
-// executor is saturated.
+// ends within the hold is written once. The events that report the same
+// phases are sent at once meanwhile.
 func (d decider) statusHold(w World) time.Duration {
 	switch {
 	case d.QueuedDelay <= 0:
 		return 0
 	case w.Saturated:
-		return max(d.QueuedDelay, saturatedHold)
+		return max(d.QueuedDelay, d.SaturatedDelay)
 	}
 	return d.QueuedDelay
 }

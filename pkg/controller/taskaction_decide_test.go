@@ -439,29 +439,34 @@ func TestHeldLaunchDeletedExternally(t *testing.T) {
 }
 
 // TestSaturationHoldsStatusesLonger: while the executor is saturated, a new
-// pod's Queued status is held back up to saturatedHold, waking every
+// pod's Queued status is held back up to SaturatedDelay, waking every
 // saturatedRecheck to see whether it still is (and at the hold's end).
 func TestSaturationHoldsStatusesLonger(t *testing.T) {
 	d := testDecider
-	d.QueuedDelay = 5 * time.Second
+	d.QueuedDelay, d.SaturatedDelay = 5*time.Second, 5*time.Minute
 	ta := newTA(0)
 	w := worldOf(t, ta, ours("pod-1", t0, plugin.Observation{Phase: plugin.PhaseQueued}))
 	w.Saturated = true
 	if p := d.decide(w, t0.Add(30*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != saturatedRecheck {
 		t.Errorf("saturated, 30s after creation: status written %v, wake %v; want held back, wake %v", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter, saturatedRecheck)
 	}
-	if p := d.decide(w, t0.Add(saturatedHold-10*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 10*time.Second {
+	if p := d.decide(w, t0.Add(d.SaturatedDelay-10*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 10*time.Second {
 		t.Errorf("saturated, 10s before the hold's end: status written %v, wake %v; want held back, wake at the hold's end (10s)", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter)
 	}
-	if p := d.decide(w, t0.Add(saturatedHold)); historyOf(p.Status) != "Queued" {
-		t.Errorf("saturated for saturatedHold: history %q, want Queued written", historyOf(p.Status))
+	if p := d.decide(w, t0.Add(d.SaturatedDelay)); historyOf(p.Status) != "Queued" {
+		t.Errorf("saturated for SaturatedDelay: history %q, want Queued written", historyOf(p.Status))
 	}
 	w.Saturated = false
 	if p := d.decide(w, t0.Add(30*time.Second)); historyOf(p.Status) != "Queued" {
 		t.Errorf("not saturated, 30s after creation: history %q, want Queued written", historyOf(p.Status))
 	}
-	d.QueuedDelay = 0
 	w.Saturated = true
+	unextended := d
+	unextended.SaturatedDelay = 0
+	if p := unextended.decide(w, t0.Add(30*time.Second)); historyOf(p.Status) != "Queued" {
+		t.Errorf("SaturatedDelay 0, saturated, 30s after creation: history %q, want Queued written (the hold is QueuedDelay)", historyOf(p.Status))
+	}
+	d.QueuedDelay = 0
 	if p := d.decide(w, t0.Add(time.Second)); historyOf(p.Status) != "Queued" {
 		t.Errorf("delay off, saturated: history %q, want Queued written at once", historyOf(p.Status))
 	}

@@ -227,6 +227,7 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options, setting
 			MaxSystemFailures: int32(cfg.MaxSystemFailures),
 			RequeueDuration:   cfg.RequeueDuration.Duration,
 			QueuedStatusDelay: cfg.QueuedStatusDelay.Duration,
+			SaturatedDelay:    cfg.SaturatedStatusDelay.Duration,
 			Settings:          settings,
 		},
 	}

@@ -207,7 +207,7 @@ func TestDeleteStorm(t *testing.T) {
 	// First every pod runs (kwok), then every status says so: a status that
 	// does not follow its running pod within seven minutes is a defect of its
 	// own (the storm goes on with it). The storm slows the API server's
-	// writes, which holds statuses back up to five minutes (saturatedHold),
+	// writes, which holds statuses back up to five minutes (saturatedStatusDelay),
 	// rechecked every half minute.
 	x.waitCount("pods running", n, 5*time.Minute, func() (int, error) {
 		var pods corev1.PodList

@@ -135,6 +135,8 @@ executor:
 		{Name: "createContainerGracePeriod 0", File: "executor:\n  createContainerGracePeriod: 0s\n", Want: "createContainerGracePeriod: must be positive, got 0s" + noGrace},
 		{Name: "queuedStatusDelay negative", Args: []string{"--executor.queuedStatusDelay=-1s"}, Want: "queuedStatusDelay: must be between 0 (write Queued at once) and 1m0s, got -1s"},
 		{Name: "queuedStatusDelay too long", File: "executor:\n  queuedStatusDelay: 10m\n", Want: "queuedStatusDelay: must be between 0 (write Queued at once) and 1m0s, got 10m0s"},
+		{Name: "saturatedStatusDelay negative", Args: []string{"--executor.saturatedStatusDelay=-1s"}, Want: "saturatedStatusDelay: must be between 0 (no longer than queuedStatusDelay) and 30m0s, got -1s"},
+		{Name: "saturatedStatusDelay too long", File: "executor:\n  saturatedStatusDelay: 1h\n", Want: "saturatedStatusDelay: must be between 0 (no longer than queuedStatusDelay) and 30m0s, got 1h0m0s"},
 
 		// maxSystemFailures: stored as int32 by the controller.
 		{Name: "maxSystemFailures negative (file)", File: "executor:\n  maxSystemFailures: -1\n", Want: "maxSystemFailures: must be between 0 and 100, got -1"},
