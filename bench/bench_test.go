@@ -274,3 +274,19 @@ func TestSearchReport(t *testing.T) {
 		t.Fatalf("markdown:\n%s", md)
 	}
 }
+
+// The machine's CPU counters read from /proc/stat: busy time is a part of all
+// time, and neither goes back.
+func TestReadMachineCPU(t *testing.T) {
+	a, err := readMachineCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := readMachineCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Busy <= 0 || a.Busy > a.All || b.Busy < a.Busy || b.All < a.All {
+		t.Fatalf("before %+v, after %+v", a, b)
+	}
+}

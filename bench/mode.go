@@ -334,6 +334,8 @@ func startSession(ctx context.Context, o options, mode string, expect int) (s *s
 type snapshot struct {
 	api, ctrl []sample
 	proc      procStat
+	services  float64 // CPU seconds of the executor's events and cache services
+	machine   machineCPU
 	harness   map[string]float64
 	events    [2]int64 // events, Record calls
 }
@@ -355,8 +357,16 @@ func (s *session) snap(ctx context.Context, cp *controllerProc) (snapshot, error
 	sn.harness = harnessCounts()
 	if s.exec != nil {
 		sn.events = [2]int64{s.exec.proxy.events.Load(), s.exec.proxy.records.Load()}
+		for _, p := range s.exec.svcs {
+			st, err := readProc(p.Pid())
+			if err != nil {
+				return sn, err
+			}
+			sn.services += st.CPUSeconds
+		}
 	}
-	return sn, nil
+	sn.machine, err = readMachineCPU()
+	return sn, err
 }
 
 func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err error) {
@@ -408,6 +418,11 @@ func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err 
 	res.CPUSeconds = after.proc.CPUSeconds - before.proc.CPUSeconds
 	res.CPUSecondsTotal = after.proc.CPUSeconds
 	res.CPUSecondsPerTA = res.CPUSeconds / float64(o.N)
+	res.ServicesCPUSeconds = after.services - before.services
+	if all := after.machine.All - before.machine.All; all > 0 {
+		res.MachineCPUSeconds = after.machine.Busy - before.machine.Busy
+		res.MachineBusy = res.MachineCPUSeconds / all
+	}
 	res.APIServerCPUMsPerTA = 1000 * res.APIServerCPUSeconds / float64(o.N)
 	res.RateLimiter = rateLimiterStats(before.ctrl, after.ctrl, res.Controller.Total)
 	res.ExecutorMetrics = controllerMetrics(before.ctrl, after.ctrl)

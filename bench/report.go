@@ -129,13 +129,21 @@ type ModeResult struct {
 
 	Events *EventStats `json:"events,omitempty"`
 
-	PeakRSSMiB      float64            `json:"peakRSSMiB"`
-	CPUSeconds      float64            `json:"cpuSeconds"`
-	CPUSecondsTotal float64            `json:"cpuSecondsWithStartup"`
-	CPUSecondsPerTA float64            `json:"cpuSecondsPerTaskAction"`
-	ExecutorMetrics map[string]float64 `json:"controllerMetrics,omitempty"`
-	LogErrors       int                `json:"logErrors"`
-	LogErrorSamples []string           `json:"logErrorSamples,omitempty"`
+	PeakRSSMiB      float64 `json:"peakRSSMiB"`
+	CPUSeconds      float64 `json:"cpuSeconds"`
+	CPUSecondsTotal float64 `json:"cpuSecondsWithStartup"`
+	CPUSecondsPerTA float64 `json:"cpuSecondsPerTaskAction"`
+	// ServicesCPUSeconds is the events and cache services' CPU during the
+	// run (executor only: the floor has none).
+	ServicesCPUSeconds float64 `json:"servicesCPUSeconds,omitempty"`
+	// MachineCPUSeconds is the whole machine's busy CPU during the run (every
+	// process of the rig, the harness included), MachineBusy its share of
+	// the machine's capacity: near 1, the run was bound by CPU.
+	MachineCPUSeconds float64            `json:"machineCPUSeconds"`
+	MachineBusy       float64            `json:"machineBusyFraction"`
+	ExecutorMetrics   map[string]float64 `json:"controllerMetrics,omitempty"`
+	LogErrors         int                `json:"logErrors"`
+	LogErrorSamples   []string           `json:"logErrorSamples,omitempty"`
 
 	// Completions are the seconds from the first create to each TaskAction's end.
 	Completions []float64 `json:"completions"`
@@ -310,6 +318,9 @@ func (r *Report) Markdown(png string) string {
 	row("controller peak RSS (MiB)", func(m *ModeResult) float64 { return m.PeakRSSMiB }, "%.0f")
 	row("controller CPU during the run (s)", func(m *ModeResult) float64 { return m.CPUSeconds }, "%.1f")
 	row("**controller CPU / TaskAction (s)**", func(m *ModeResult) float64 { return m.CPUSecondsPerTA }, "%.4f")
+	row("events + cache services CPU during the run (s)", func(m *ModeResult) float64 { return m.ServicesCPUSeconds }, "%.1f")
+	row("whole machine CPU busy during the run (s)", func(m *ModeResult) float64 { return m.MachineCPUSeconds }, "%.1f")
+	row("… share of the machine's CPUs (1 = CPU-bound)", func(m *ModeResult) float64 { return m.MachineBusy }, "%.2f")
 	rl := func(f func(*RateLimiterStats) float64) func(*ModeResult) float64 {
 		return func(m *ModeResult) float64 {
 			if m.RateLimiter == nil || !m.RateLimiter.Exposed {
@@ -434,10 +445,10 @@ func (r *Report) SearchMarkdown() string {
 		p("| %s | %.1f | %s | %.0f |\n", s.Mode, s.SustainedRate, why, s.PeakRSSMiB)
 	}
 	for _, s := range r.Search {
-		p("\n## %s\n\n| target rate (/s) | created | created at (/s) | ended | create → terminal p50 (ms) | p99 (ms) | controller CPU (s) | |\n|---:|---:|---:|---:|---:|---:|---:|---|\n", s.Mode)
+		p("\n## %s\n\n| target rate (/s) | created | created at (/s) | ended | create → terminal p50 (ms) | p99 (ms) | controller CPU (s) | machine CPUs busy | |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|\n", s.Mode)
 		for _, st := range s.Steps {
-			p("| %.1f | %d | %.1f | %d | %.0f | %.0f | %.1f | %s |\n", st.Rate, st.Created, st.CreateRate, st.Ended,
-				st.CreateToTerminalMS.P50, st.CreateToTerminalMS.P99, st.CPUSeconds, passText(st))
+			p("| %.1f | %d | %.1f | %d | %.0f | %.0f | %.1f | %.2f | %s |\n", st.Rate, st.Created, st.CreateRate, st.Ended,
+				st.CreateToTerminalMS.P50, st.CreateToTerminalMS.P99, st.CPUSeconds, st.MachineBusy, passText(st))
 		}
 	}
 	return b.String()

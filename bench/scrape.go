@@ -253,6 +253,29 @@ func readProc(pid int) (procStat, error) {
 // clockTicks is USER_HZ, 100 on every Linux the bench runs on.
 const clockTicks = 100
 
+// machineCPU is the whole machine's CPU time from /proc/stat, in seconds
+// summed over its CPUs: busy (user, nice, system, irq, softirq, steal) and
+// all (busy, idle and iowait).
+type machineCPU struct{ Busy, All float64 }
+
+func readMachineCPU() (machineCPU, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineCPU{}, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return machineCPU{}, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var v [8]float64 // user nice system idle iowait irq softirq steal
+	for i := range v {
+		v[i], _ = strconv.ParseFloat(f[i+1], 64)
+	}
+	busy := v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+	return machineCPU{Busy: busy / clockTicks, All: (busy + v[3] + v[4]) / clockTicks}, nil
+}
+
 // Machine describes where the numbers were measured.
 type Machine struct {
 	CPUs      int    `json:"cpus"`

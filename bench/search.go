@@ -26,8 +26,11 @@ type SearchStep struct {
 	// the time it had waited then (a lower bound, above the p99 bound).
 	CreateToTerminalMS Percentiles `json:"createToTerminalMs"`
 	CPUSeconds         float64     `json:"controllerCPUSeconds"`
-	Pass               bool        `json:"pass"`
-	Why                string      `json:"why,omitempty"`
+	// MachineBusy is the whole machine's busy share of its CPUs during the
+	// step (1: CPU-bound).
+	MachineBusy float64 `json:"machineBusyFraction"`
+	Pass        bool    `json:"pass"`
+	Why         string  `json:"why,omitempty"`
 }
 
 // SearchResult is one controller's steady-rate search.
@@ -67,6 +70,7 @@ func runSearch(ctx context.Context, o options, mode string) (*SearchResult, erro
 		st := &SearchStep{Rate: round3(rate), Created: n}
 		res.Steps = append(res.Steps, st)
 		before, _ := readProc(s.cp.p.Pid())
+		machineBefore, _ := readMachineCPU()
 		logf("search %s: %.1f TaskActions/s for %s (%d)", mode, rate, o.SearchStep, n)
 		t0 := time.Now()
 		if err := createAll(ctx, o, s.cl, s.ob, first, n, rate, s.bucket()); err != nil {
@@ -107,6 +111,9 @@ func runSearch(ctx context.Context, o options, mode string) (*SearchResult, erro
 		st.CreateToTerminalMS = percentiles(e2e)
 		after, _ := readProc(s.cp.p.Pid())
 		st.CPUSeconds = round3(after.CPUSeconds - before.CPUSeconds)
+		if machineAfter, err := readMachineCPU(); err == nil && machineAfter.All > machineBefore.All {
+			st.MachineBusy = round3((machineAfter.Busy - machineBefore.Busy) / (machineAfter.All - machineBefore.All))
+		}
 		res.PeakRSSMiB = float64(after.PeakRSSKiB) / 1024
 		bound := float64(o.SearchP99.Milliseconds())
 		switch {
@@ -119,8 +126,8 @@ func runSearch(ctx context.Context, o options, mode string) (*SearchResult, erro
 			st.Pass = true
 			res.SustainedRate = st.Rate
 		}
-		logf("search %s: %.1f/s: created at %.1f/s, %d of %d ended, p50/p99 %.0f/%.0f ms, CPU %.1fs: %s",
-			mode, rate, st.CreateRate, st.Ended, n, st.CreateToTerminalMS.P50, st.CreateToTerminalMS.P99, st.CPUSeconds, passText(st))
+		logf("search %s: %.1f/s: created at %.1f/s, %d of %d ended, p50/p99 %.0f/%.0f ms, CPU %.1fs, machine busy %.2f: %s",
+			mode, rate, st.CreateRate, st.Ended, n, st.CreateToTerminalMS.P50, st.CreateToTerminalMS.P99, st.CPUSeconds, st.MachineBusy, passText(st))
 		if !st.Pass {
 			break
 		}
