@@ -145,7 +145,7 @@ func TestAdmissionWithTheWebhookUp(t *testing.T) {
 		}
 	})
 
-	t.Run("a TaskAction's create is one admission call, an update one validation", func(t *testing.T) {
+	t.Run("a TaskAction's create is one admission call, an update of what its pod is built from one validation", func(t *testing.T) {
 		mutations, validations := admissionCalls(t, webhook.PathTaskActionDefault), admissionCalls(t, webhook.PathTaskActionValidate)
 		ta := taskAction(ns, "one-call")
 		if err := c.Create(ctx, ta); err != nil {
@@ -160,6 +160,25 @@ func TestAdmissionWithTheWebhookUp(t *testing.T) {
 		}
 		if m, v := admissionCalls(t, webhook.PathTaskActionDefault)-mutations, admissionCalls(t, webhook.PathTaskActionValidate)-validations; m != 1 || v != 1 {
 			t.Errorf("after an update: %v mutating and %v validating calls in all; want 1 and 1", m, v)
+		}
+		// What a deletion writes (the finalizer's release) changes nothing a
+		// pod is built from: the API server does not call.
+		ta.Finalizers = append(ta.Finalizers, "example.com/other")
+		if err := c.Update(ctx, ta); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Delete(ctx, ta); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ta), ta); err != nil {
+			t.Fatal(err)
+		}
+		ta.Finalizers = nil
+		if err := c.Update(ctx, ta); err != nil {
+			t.Fatal(err)
+		}
+		if m, v := admissionCalls(t, webhook.PathTaskActionDefault)-mutations, admissionCalls(t, webhook.PathTaskActionValidate)-validations; m != 1 || v != 1 {
+			t.Errorf("after finalizer updates and a deletion: %v mutating and %v validating calls in all; want still 1 and 1", m, v)
 		}
 	})
 
