@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -123,37 +122,14 @@ func deleteAll(ctx context.Context, o options, cl client.Client, ob *observer) e
 		}
 	}
 	ob.mu.Unlock()
-	idx := make(chan string)
-	errc := make(chan error, o.Creators)
-	var wg sync.WaitGroup
-	for range o.Creators {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range idx {
-				ta := &flytev1.TaskAction{}
-				ta.Name, ta.Namespace = name, benchNamespace
-				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				err := client.IgnoreNotFound(cl.Delete(cctx, ta))
-				cancel()
-				if err != nil {
-					select {
-					case errc <- fmt.Errorf("delete %s: %w", name, err):
-					default:
-					}
-				}
-			}
-		}()
-	}
-	for _, name := range names {
-		idx <- name
-	}
-	close(idx)
-	wg.Wait()
-	select {
-	case err := <-errc:
-		return err
-	default:
+	return inParallel(ctx, o.Creators, 0, len(names), 0, func(i int) error {
+		ta := &flytev1.TaskAction{}
+		ta.Name, ta.Namespace = names[i], benchNamespace
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := client.IgnoreNotFound(cl.Delete(cctx, ta)); err != nil {
+			return fmt.Errorf("delete %s: %w", names[i], err)
+		}
 		return nil
-	}
+	})
 }

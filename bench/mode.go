@@ -664,32 +664,44 @@ func wantFail(i int, f float64) bool {
 // createAll creates TaskActions first … first+n-1 of the workload, at rate
 // per second (0: as fast as the creators go).
 func createAll(ctx context.Context, o options, cl client.Client, ob *observer, first, n int, rate float64, bucket string) error {
+	return inParallel(ctx, o.Creators, first, n, rate, func(i int) error {
+		ta, want, err := workloadTaskAction(o, i, bucket)
+		if err != nil {
+			return err
+		}
+		if err := createRetrying(ctx, cl, ta); err != nil {
+			return err
+		}
+		now := time.Now()
+		ob.mu.Lock()
+		rec := ob.get(ta.Name)
+		rec.created, rec.want = now, want
+		ob.mu.Unlock()
+		return nil
+	})
+}
+
+// inParallel calls do(i) for i in first … first+n-1 on workers goroutines, at
+// most rate calls a second (0: no limit). It stops handing out work at the
+// first error or when ctx ends, and returns that error once every call under
+// way has returned.
+func inParallel(ctx context.Context, workers, first, n int, rate float64, do func(i int) error) error {
 	var limiter flowcontrol.RateLimiter
 	if rate > 0 {
 		limiter = flowcontrol.NewTokenBucketRateLimiter(float32(rate), 1)
 	}
 	idx := make(chan int)
-	errc := make(chan error, o.Creators)
+	errc := make(chan error, workers)
 	var wg sync.WaitGroup
-	for range o.Creators {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range idx {
-				ta, want, err := workloadTaskAction(o, i, bucket)
-				if err != nil {
+				if err := do(i); err != nil {
 					errc <- err
 					return
 				}
-				if err := createRetrying(ctx, cl, ta); err != nil {
-					errc <- err
-					return
-				}
-				now := time.Now()
-				ob.mu.Lock()
-				rec := ob.get(ta.Name)
-				rec.created, rec.want = now, want
-				ob.mu.Unlock()
 			}
 		}()
 	}

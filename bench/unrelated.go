@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,48 +49,18 @@ func createUnrelated(ctx context.Context, o options, cl client.Client, bucket st
 	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: unrelatedNamespace}}); err != nil {
 		return fmt.Errorf("create namespace %s: %w", unrelatedNamespace, err)
 	}
-	idx := make(chan int)
-	errc := make(chan error, o.Creators)
-	var wg sync.WaitGroup
-	for range o.Creators {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range idx {
-				ta, err := unrelatedTaskAction(o, i, bucket)
-				if err != nil {
-					errc <- err
-					return
-				}
-				for _, obj := range []client.Object{ta, unrelatedPod(i)} {
-					if err := createRetrying(ctx, cl, obj); err != nil {
-						errc <- err
-						return
-					}
-				}
+	err := inParallel(ctx, o.Creators, 0, o.Unrelated, 0, func(i int) error {
+		ta, err := unrelatedTaskAction(o, i, bucket)
+		if err != nil {
+			return err
+		}
+		for _, obj := range []client.Object{ta, unrelatedPod(i)} {
+			if err := createRetrying(ctx, cl, obj); err != nil {
+				return err
 			}
-		}()
-	}
-	var err error
-feed:
-	for i := range o.Unrelated {
-		select {
-		case idx <- i:
-		case err = <-errc:
-			break feed
-		case <-ctx.Done():
-			err = ctx.Err()
-			break feed
 		}
-	}
-	close(idx)
-	wg.Wait()
-	if err == nil {
-		select {
-		case err = <-errc:
-		default:
-		}
-	}
+		return nil
+	})
 	if err != nil {
 		return err
 	}

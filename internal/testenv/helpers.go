@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 )
@@ -91,4 +92,34 @@ func PatchPodStatus(t testing.TB, c client.Client, pod *corev1.Pod, mutate func(
 			t.Fatalf("patch pod status: %v", err)
 		}
 	}
+}
+
+// CounterTotal sums the counter name in controller-runtime's metrics registry
+// (this process), over the series that carry every label in match.
+func CounterTotal(t testing.TB, name string, match map[string]string) float64 {
+	t.Helper()
+	mfs, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range match {
+				if have[k] != v {
+					continue series
+				}
+			}
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total
 }

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
@@ -274,23 +273,5 @@ func TestAdmissionWithTheWebhookDown(t *testing.T) {
 // admissionCalls is how many admission requests the webhook at path has
 // answered in this process (controller-runtime's webhook metrics).
 func admissionCalls(t *testing.T, path string) float64 {
-	t.Helper()
-	mfs, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != "controller_runtime_webhook_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "webhook" && l.GetValue() == path {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
+	return testenv.CounterTotal(t, "controller_runtime_webhook_requests_total", map[string]string{"webhook": path})
 }

@@ -26,7 +26,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
@@ -515,21 +514,7 @@ func outcome(ta *flytev1.TaskAction) (reason, msg string, succeeded bool) {
 
 // reconciles is the executor's reconcile count so far (every result).
 func reconciles(t *testing.T) float64 {
-	t.Helper()
-	mfs, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			total += m.GetCounter().GetValue()
-		}
-	}
-	return total
+	return testenv.CounterTotal(t, "controller_runtime_reconcile_total", nil)
 }
 
 func containsFold(s, sub string) bool {
