@@ -332,3 +332,37 @@ func TestInParallel(t *testing.T) {
 		t.Fatalf("%d calls after the error, want the rest not handed out", c)
 	}
 }
+
+// --floor-pod: the minimal pod, or the executor's own (Flyte's environment,
+// its default resources); anything else is refused.
+func TestFloorPodBuilder(t *testing.T) {
+	ta := typedTaskAction(7, outcome{}, "")
+	ta.Namespace = "default"
+	tk, err := task.FromTaskAction(ta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		kind     string
+		flyteEnv bool
+	}{{floorPodMinimal, false}, {floorPodExecutor, true}} {
+		build, err := floorPodBuilder(c.kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod, err := build(ta, tk, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hasEnv := false
+		for _, e := range pod.Spec.Containers[0].Env {
+			hasEnv = hasEnv || e.Name == "FLYTE_INTERNAL_EXECUTION_ID"
+		}
+		if hasEnv != c.flyteEnv || pod.Name != container.PodName(ta.Name, 1) || pod.Spec.Containers[0].Resources.Requests.Cpu().IsZero() {
+			t.Errorf("%s: name %s, Flyte's environment %v (want %v), requests %v", c.kind, pod.Name, hasEnv, c.flyteEnv, pod.Spec.Containers[0].Resources.Requests)
+		}
+	}
+	if _, err := floorPodBuilder("large"); err == nil {
+		t.Error("--floor-pod large accepted")
+	}
+}

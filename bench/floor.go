@@ -29,7 +29,9 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/metrics"
+	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/setup"
 	"github.com/taskaction/executor/pkg/task"
@@ -50,7 +52,12 @@ func runFloor(args []string) error {
 	burst := fs.Int("burst", 200, "client burst")
 	workers := fs.Int("workers", 64, "reconcile workers")
 	namespace := fs.String("namespace", "", "the one namespace to cache and reconcile (as the executor's namespaces); empty: every namespace")
+	pod := fs.String("pod", floorPodMinimal, "the pod it creates: "+floorPodMinimal+" (floorPod) or "+floorPodExecutor+" (the executor's own, at its default configuration: Flyte's environment, labels and default resources)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	build, err := floorPodBuilder(*pod)
+	if err != nil {
 		return err
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -82,7 +89,7 @@ func runFloor(args []string) error {
 	if err != nil {
 		return err
 	}
-	f := &floor{cache: c, client: cl,
+	f := &floor{cache: c, client: cl, build: build,
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName]())}
 
 	taInf, err := c.GetInformer(ctx, &flytev1.TaskAction{})
@@ -173,6 +180,7 @@ type floor struct {
 	cache  cache.Cache
 	client client.Client
 	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	build  func(*flytev1.TaskAction, *task.Task, int32) (*corev1.Pod, error)
 	// attempt (UID → int32) and finished remember this process's own
 	// writes, so that a stale cache never makes it write twice.
 	attempt, finished sync.Map
@@ -241,7 +249,11 @@ func (f *floor) reconcile(ctx context.Context, key types.NamespacedName) error {
 }
 
 func (f *floor) launch(ctx context.Context, ta *flytev1.TaskAction, t *task.Task, attempt int32) error {
-	if err := f.client.Create(ctx, floorPod(ta, t, attempt)); err != nil && !apierrors.IsAlreadyExists(err) {
+	pod, err := f.build(ta, t, attempt)
+	if err != nil {
+		return err
+	}
+	if err := f.client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	f.attempt.Store(ta.UID, attempt)
@@ -251,6 +263,33 @@ func (f *floor) launch(ctx context.Context, ta *flytev1.TaskAction, t *task.Task
 func isTerminal(ta *flytev1.TaskAction) bool {
 	return meta.IsStatusConditionTrue(ta.Status.Conditions, flytev1.ConditionSucceeded) ||
 		meta.IsStatusConditionTrue(ta.Status.Conditions, flytev1.ConditionFailed)
+}
+
+// The pods the floor can create (--pod).
+const (
+	floorPodMinimal  = "minimal"
+	floorPodExecutor = "executor"
+)
+
+// floorPodBuilder builds the floor's pods: floorPod, or the executor's own
+// (container.BuildPod with the default configuration's settings), which
+// measures what the pod Flyte's runtime contract asks for costs the rig.
+func floorPodBuilder(kind string) (func(*flytev1.TaskAction, *task.Task, int32) (*corev1.Pod, error), error) {
+	switch kind {
+	case floorPodMinimal:
+		return func(ta *flytev1.TaskAction, t *task.Task, attempt int32) (*corev1.Pod, error) {
+			return floorPod(ta, t, attempt), nil
+		}, nil
+	case floorPodExecutor:
+		settings, err := setup.PluginSettings(config.Default())
+		if err != nil {
+			return nil, err
+		}
+		return func(ta *flytev1.TaskAction, t *task.Task, attempt int32) (*corev1.Pod, error) {
+			return container.BuildPod(plugin.TaskContext{TaskAction: ta, Task: t, Attempt: attempt, Settings: settings})
+		}, nil
+	}
+	return nil, fmt.Errorf("--pod: %q is neither %s nor %s", kind, floorPodMinimal, floorPodExecutor)
 }
 
 // floorPod is the smallest pod that runs the task's attempt: the executor's

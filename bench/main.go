@@ -57,6 +57,7 @@ type options struct {
 	Unrelated     int
 	FloorQPS      float64
 	FloorBurst    int
+	FloorPod      string
 
 	GC         bool
 	Webhook    bool
@@ -110,6 +111,7 @@ func main() {
 	fs.IntVar(&o.Unrelated, "unrelated", 0, "before each mode's controller starts, create this many TaskActions and as many plain unscheduled pods in the namespace "+unrelatedNamespace+", and scope both controllers to the bench namespace: the memory of ignoring them")
 	fs.Float64Var(&o.FloorQPS, "floor-qps", 0, "client QPS of the floor (0: the same as --qps)")
 	fs.IntVar(&o.FloorBurst, "floor-burst", 0, "client burst of the floor (0: the same as --burst)")
+	fs.StringVar(&o.FloorPod, "floor-pod", floorPodMinimal, "the floor's pod: "+floorPodMinimal+" (the smallest that runs the task) or "+floorPodExecutor+" (the executor's own: Flyte's environment and labels, default resources)")
 	fs.BoolVar(&o.Webhook, "webhook", true, "run the executor with its admission webhooks installed, as config/default deploys it (the finalizer is added at creation)")
 	fs.BoolVar(&o.GC, "gc", true, "after the hot path, delete every TaskAction and measure it: the executor's garbage collector (a second executor process with a short gc.interval/maxTTL), the harness for the floor")
 	fs.DurationVar(&o.GCInterval, "gc-interval", time.Minute, "with --gc: the executor's gc.interval in the deletion phase (its minimum, 1m; the collector also sweeps once at start, which finds every TaskAction expired)")
@@ -152,6 +154,9 @@ func (o *options) defaults() error {
 	case workloadTyped, workloadFlyte, workloadRetries:
 	default:
 		return fmt.Errorf("--workload %q: want typed, flyte or retries", o.Workload)
+	}
+	if _, err := floorPodBuilder(o.FloorPod); err != nil {
+		return err
 	}
 	if o.FloorQPS == 0 {
 		o.FloorQPS = o.QPS
@@ -239,7 +244,7 @@ func run(ctx context.Context, o options) error {
 		Command: "go run ./bench " + strings.Join(os.Args[1:], " "),
 		Params: Params{N: o.N, Rate: o.Rate, FailFraction: o.FailFraction, RunDelay: o.RunDelay.String(),
 			FinishDelay: o.FinishDelay.String(), Nodes: o.Nodes, QPS: o.QPS, Burst: o.Burst, Creators: o.Creators,
-			Workload: o.Workload, FloorQPS: o.FloorQPS, FloorBurst: o.FloorBurst, GC: o.GC && !o.Search, Webhook: o.Webhook,
+			Workload: o.Workload, FloorQPS: o.FloorQPS, FloorBurst: o.FloorBurst, FloorPod: o.FloorPod, GC: o.GC && !o.Search, Webhook: o.Webhook,
 			Unrelated: o.Unrelated},
 		Machine: machineInfo(o.Root),
 	}

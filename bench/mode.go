@@ -546,7 +546,7 @@ func startFloor(ctx context.Context, o options, r *rig, dir string) (*controller
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	args := []string{"floor", "--kubeconfig=" + r.ctrlKC,
 		"--metrics-addr=" + addr, "--qps=" + strconv.FormatFloat(o.FloorQPS, 'f', -1, 64), "--burst=" + strconv.Itoa(o.FloorBurst),
-		"--workers=" + strconv.Itoa(o.Workers)}
+		"--workers=" + strconv.Itoa(o.Workers), "--pod=" + o.FloorPod}
 	if o.Unrelated > 0 {
 		args = append(args, "--namespace="+benchNamespace)
 	}

@@ -38,6 +38,7 @@ type Params struct {
 	RetryFraction float64 `json:"retryFraction,omitempty"`
 	FloorQPS      float64 `json:"floorQPS"`
 	FloorBurst    int     `json:"floorBurst"`
+	FloorPod      string  `json:"floorPod,omitempty"`
 	GC            bool    `json:"deletionPhase"`
 	Webhook       bool    `json:"executorWebhooks"`
 	GCInterval    string  `json:"gcInterval,omitempty"`
@@ -243,6 +244,9 @@ func (r *Report) Markdown(png string) string {
 		p("The executor's admission webhooks are installed, as config/default deploys them (its finalizer is added at creation). ")
 	} else {
 		p("No admission webhooks (the executor adds its finalizer with a patch). ")
+	}
+	if r.Params.FloorPod == floorPodExecutor {
+		p("The floor creates the executor's own pod (`--floor-pod executor`: Flyte's environment and labels, default resources), not its minimal one. ")
 	}
 	p("%s", unrelatedText(r.Params.Unrelated))
 	if r.Params.ExecutorSHA != "" {
