@@ -332,12 +332,13 @@ func startSession(ctx context.Context, o options, mode string, expect int) (s *s
 
 // snapshot is the counters at one moment.
 type snapshot struct {
-	api, ctrl []sample
-	proc      procStat
-	services  float64 // CPU seconds of the executor's events and cache services
-	machine   machineCPU
-	harness   map[string]float64
-	events    [2]int64 // events, Record calls
+	api, ctrl  []sample
+	proc       procStat
+	services   float64 // CPU seconds of the executor's events and cache services
+	harnessCPU float64 // CPU seconds of this process (the harness, its events proxy)
+	machine    machineCPU
+	harness    map[string]float64
+	events     [2]int64 // events, Record calls
 }
 
 func (s *session) snap(ctx context.Context, cp *controllerProc) (snapshot, error) {
@@ -365,6 +366,11 @@ func (s *session) snap(ctx context.Context, cp *controllerProc) (snapshot, error
 			sn.services += st.CPUSeconds
 		}
 	}
+	self, err := readProc(os.Getpid())
+	if err != nil {
+		return sn, err
+	}
+	sn.harnessCPU = self.CPUSeconds
 	sn.machine, err = readMachineCPU()
 	return sn, err
 }
@@ -419,6 +425,7 @@ func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err 
 	res.CPUSecondsTotal = after.proc.CPUSeconds
 	res.CPUSecondsPerTA = res.CPUSeconds / float64(o.N)
 	res.ServicesCPUSeconds = after.services - before.services
+	res.HarnessCPUSeconds = after.harnessCPU - before.harnessCPU
 	if all := after.machine.All - before.machine.All; all > 0 {
 		res.MachineCPUSeconds = after.machine.Busy - before.machine.Busy
 		res.MachineBusy = res.MachineCPUSeconds / all

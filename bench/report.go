@@ -137,6 +137,9 @@ type ModeResult struct {
 	// ServicesCPUSeconds is the events and cache services' CPU during the
 	// run (executor only: the floor has none).
 	ServicesCPUSeconds float64 `json:"servicesCPUSeconds,omitempty"`
+	// HarnessCPUSeconds is the bench process's own CPU during the run: its
+	// creates and informers, and (executor only) its counting events proxy.
+	HarnessCPUSeconds float64 `json:"harnessCPUSeconds"`
 	// MachineCPUSeconds is the whole machine's busy CPU during the run (every
 	// process of the rig, the harness included), MachineBusy its share of
 	// the machine's capacity: near 1, the run was bound by CPU.
@@ -323,6 +326,7 @@ func (r *Report) Markdown(png string) string {
 	row("controller CPU during the run (s)", func(m *ModeResult) float64 { return m.CPUSeconds }, "%.1f")
 	row("**controller CPU / TaskAction (s)**", func(m *ModeResult) float64 { return m.CPUSecondsPerTA }, "%.4f")
 	row("events + cache services CPU during the run (s)", func(m *ModeResult) float64 { return m.ServicesCPUSeconds }, "%.1f")
+	row("harness CPU during the run (s; with its events proxy)", func(m *ModeResult) float64 { return m.HarnessCPUSeconds }, "%.1f")
 	row("whole machine CPU busy during the run (s)", func(m *ModeResult) float64 { return m.MachineCPUSeconds }, "%.1f")
 	row("… share of the machine's CPUs (1 = CPU-bound)", func(m *ModeResult) float64 { return m.MachineBusy }, "%.2f")
 	rl := func(f func(*RateLimiterStats) float64) func(*ModeResult) float64 {
