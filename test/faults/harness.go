@@ -211,8 +211,9 @@ func (x *suite) startCacheService() {
 }
 
 // startExecutor starts (or restarts) the replica of user; with waitWorkers it
-// returns once its reconcilers run.
-func (x *suite) startExecutor(user string, leaderElect, waitWorkers bool) {
+// returns once its reconcilers run. extra flags are taken at its first start
+// and kept for its restarts.
+func (x *suite) startExecutor(user string, leaderElect, waitWorkers bool, extra ...string) {
 	x.t.Helper()
 	args, ok := x.execArgs[user]
 	if !ok {
@@ -226,6 +227,7 @@ func (x *suite) startExecutor(user string, leaderElect, waitWorkers bool) {
 			"--executor.leaderElect=" + strconv.FormatBool(leaderElect), "--executor.leaderElectionNamespace=" + leaseNS,
 			"--executor.eventsServiceURL=" + x.witness.URL(), "--executor.cacheServiceURL=http://" + x.cacheAddr,
 			"--executor.cluster=faults"}
+		args = append(args, extra...)
 		x.execArgs[user] = args
 	}
 	i := indexOf(x.users, user)

@@ -201,14 +201,15 @@ func (x *suite) waitLeader(not string, timeout time.Duration) string {
 // each must go, with exactly one ABORTED event, its pod deleted.
 func TestDeleteStorm(t *testing.T) {
 	x := newSuite(t, 1)
-	x.startExecutor(x.users[0], false, true)
+	// The storm slows the API server's writes, which holds statuses back up
+	// to saturatedStatusDelay (5 minutes by default), rechecked every half
+	// minute: one minute here, as the storm is about deletion.
+	x.startExecutor(x.users[0], false, true, "--executor.saturatedStatusDelay=1m")
 	n := x.s.Storm
 	x.createMix("storm", 0, n, true)
 	// First every pod runs (kwok), then every status says so: a status that
 	// does not follow its running pod within seven minutes is a defect of its
-	// own (the storm goes on with it). The storm slows the API server's
-	// writes, which holds statuses back up to five minutes (saturatedStatusDelay),
-	// rechecked every half minute.
+	// own (the storm goes on with it).
 	x.waitCount("pods running", n, 5*time.Minute, func() (int, error) {
 		var pods corev1.PodList
 		err := x.cl.List(x.ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{setup.ManagedLabel: "true"})
