@@ -58,6 +58,7 @@ type options struct {
 	FloorQPS      float64
 	FloorBurst    int
 	FloorPod      string
+	FloorWebhook  bool
 
 	GC         bool
 	Webhook    bool
@@ -112,6 +113,7 @@ func main() {
 	fs.Float64Var(&o.FloorQPS, "floor-qps", 0, "client QPS of the floor (0: the same as --qps)")
 	fs.IntVar(&o.FloorBurst, "floor-burst", 0, "client burst of the floor (0: the same as --burst)")
 	fs.StringVar(&o.FloorPod, "floor-pod", floorPodMinimal, "the floor's pod: "+floorPodMinimal+" (the smallest that runs the task) or "+floorPodExecutor+" (the executor's own: Flyte's environment and labels, default resources)")
+	fs.BoolVar(&o.FloorWebhook, "floor-webhook", false, "install the executor's admission webhooks in the floor's runs too, served by `executor webhook` alone: the floor's creates pay the executor's admission call (its TaskActions get the finalizer, which the floor never removes: use with --gc=false)")
 	fs.BoolVar(&o.Webhook, "webhook", true, "run the executor with its admission webhooks installed, as config/default deploys it (the finalizer is added at creation)")
 	fs.BoolVar(&o.GC, "gc", true, "after the hot path, delete every TaskAction and measure it: the executor's garbage collector (a second executor process with a short gc.interval/maxTTL), the harness for the floor")
 	fs.DurationVar(&o.GCInterval, "gc-interval", time.Minute, "with --gc: the executor's gc.interval in the deletion phase (its minimum, 1m; the collector also sweeps once at start, which finds every TaskAction expired)")
@@ -157,6 +159,9 @@ func (o *options) defaults() error {
 	}
 	if _, err := floorPodBuilder(o.FloorPod); err != nil {
 		return err
+	}
+	if o.FloorWebhook && o.GC {
+		return errors.New("--floor-webhook needs --gc=false: the webhook gives the floor's TaskActions a finalizer the floor never removes")
 	}
 	if o.FloorQPS == 0 {
 		o.FloorQPS = o.QPS
@@ -244,7 +249,7 @@ func run(ctx context.Context, o options) error {
 		Command: "go run ./bench " + strings.Join(os.Args[1:], " "),
 		Params: Params{N: o.N, Rate: o.Rate, FailFraction: o.FailFraction, RunDelay: o.RunDelay.String(),
 			FinishDelay: o.FinishDelay.String(), Nodes: o.Nodes, QPS: o.QPS, Burst: o.Burst, Creators: o.Creators,
-			Workload: o.Workload, FloorQPS: o.FloorQPS, FloorBurst: o.FloorBurst, FloorPod: o.FloorPod, GC: o.GC && !o.Search, Webhook: o.Webhook,
+			Workload: o.Workload, FloorQPS: o.FloorQPS, FloorBurst: o.FloorBurst, FloorPod: o.FloorPod, FloorWebhook: o.FloorWebhook, GC: o.GC && !o.Search, Webhook: o.Webhook,
 			Unrelated: o.Unrelated},
 		Machine: machineInfo(o.Root),
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -172,16 +173,19 @@ type controllerProc struct {
 // session is one controller on its fresh rig, with the harness's informers
 // and client.
 type session struct {
-	o     options
-	mode  string
-	dir   string
-	r     *rig
-	cp    *controllerProc
-	exec  *executorDeps // executor mode only
-	ob    *observer
-	cl    client.Client
-	hc    cache.Cache
-	stops []func()
+	o    options
+	mode string
+	dir  string
+	r    *rig
+	cp   *controllerProc
+	exec *executorDeps // executor mode only
+	// floorWebhook is the executor's webhook server alone (`executor
+	// webhook`) in a floor run with --floor-webhook.
+	floorWebhook *proc
+	ob           *observer
+	cl           client.Client
+	hc           cache.Cache
+	stops        []func()
 }
 
 // executorDeps is what the executor talks to, kept for a second executor
@@ -203,10 +207,27 @@ func (d *executorDeps) args() []string {
 		a = append(a, "--config="+d.config)
 	}
 	if w := d.webhooks; w != nil {
-		a = append(a, "--executor.webhook.enabled=true", "--executor.webhook.host="+w.LocalServingHost,
-			"--executor.webhookPort="+strconv.Itoa(w.LocalServingPort), "--executor.webhookCertPath="+w.LocalServingCertDir)
+		a = append(a, webhookArgs(w)...)
 	}
 	return a
+}
+
+// webhookArgs are the executor's flags to serve the webhooks w points the
+// API server at.
+func webhookArgs(w *envtest.WebhookInstallOptions) []string {
+	return []string{"--executor.webhook.enabled=true", "--executor.webhook.host=" + w.LocalServingHost,
+		"--executor.webhookPort=" + strconv.Itoa(w.LocalServingPort), "--executor.webhookCertPath=" + w.LocalServingCertDir}
+}
+
+// installWebhooks installs config/webhook's configurations as config/default
+// deploys them, pointing the API server at a local port (by URL, with a
+// generated certificate) for the executor to serve.
+func installWebhooks(o options, r *rig) (*envtest.WebhookInstallOptions, error) {
+	w := &envtest.WebhookInstallOptions{Paths: []string{filepath.Join(o.Root, "config", "webhook", "manifests.yaml")}, LocalServingHost: "127.0.0.1"}
+	if err := w.Install(r.admin); err != nil {
+		return nil, fmt.Errorf("install the webhook configurations: %w", err)
+	}
+	return w, nil
 }
 
 func (s *session) close() {
@@ -292,6 +313,11 @@ func startSession(ctx context.Context, o options, mode string, expect int) (s *s
 		}
 		s.cp, err = startExecutor(ctx, o, s.r, s.dir, s.exec, "executor", []string{"--executor.gc.interval=0"})
 	case "floor":
+		if o.FloorWebhook {
+			if err := s.startFloorWebhook(ctx); err != nil {
+				return s, err
+			}
+		}
 		s.cp, err = startFloor(ctx, o, s.r, s.dir)
 	}
 	if s.cp != nil {
@@ -371,6 +397,13 @@ func (s *session) snap(ctx context.Context, cp *controllerProc) (snapshot, error
 		return sn, err
 	}
 	sn.harnessCPU = self.CPUSeconds
+	if s.floorWebhook != nil {
+		st, err := readProc(s.floorWebhook.Pid())
+		if err != nil {
+			return sn, err
+		}
+		sn.services += st.CPUSeconds
+	}
 	sn.machine, err = readMachineCPU()
 	return sn, err
 }
@@ -568,6 +601,26 @@ func startFloor(ctx context.Context, o options, r *rig, dir string) (*controller
 	return cp, waitHTTP(ctx, cp.metricsURL, 30*time.Second, p)
 }
 
+// startFloorWebhook installs the executor's webhooks and serves them with
+// `executor webhook` (the webhook server alone): the floor's creates then pay
+// the admission call the executor's do.
+func (s *session) startFloorWebhook(ctx context.Context) error {
+	w, err := installWebhooks(s.o, s.r)
+	if err != nil {
+		return err
+	}
+	s.stops = append(s.stops, func() { _ = w.Cleanup() })
+	args := append([]string{"webhook", "--kubeconfig=" + s.r.ctrlKC, "--executor.metricsBindAddress=0",
+		"--executor.healthProbeBindAddress=0", "--executor.leaderElect=false"}, webhookArgs(w)...)
+	p, err := startProc(ctx, "webhook", filepath.Join(s.dir, "webhook.log"), s.o.ExecutorBin, args...)
+	if err != nil {
+		return err
+	}
+	s.stops = append(s.stops, func() { p.Stop(10 * time.Second) })
+	s.floorWebhook = p
+	return waitTCP(ctx, net.JoinHostPort(w.LocalServingHost, strconv.Itoa(w.LocalServingPort)), time.Minute, p)
+}
+
 // startExecutorDeps runs the events service (behind the counting proxy) and
 // the cache service, each a subprocess, and writes the executor's config
 // file when the workload needs one: the Flyte form's blob storage, a file://
@@ -575,11 +628,9 @@ func startFloor(ctx context.Context, o options, r *rig, dir string) (*controller
 func startExecutorDeps(ctx context.Context, o options, r *rig, dir string) (*executorDeps, error) {
 	d := &executorDeps{}
 	if o.Webhook {
-		// As config/default deploys it: the API server calls the executor's
-		// webhooks (by URL here, with a generated certificate).
-		w := &envtest.WebhookInstallOptions{Paths: []string{filepath.Join(o.Root, "config", "webhook", "manifests.yaml")}, LocalServingHost: "127.0.0.1"}
-		if err := w.Install(r.admin); err != nil {
-			return d, fmt.Errorf("install the webhook configurations: %w", err)
+		w, err := installWebhooks(o, r)
+		if err != nil {
+			return d, err
 		}
 		d.webhooks = w
 	}

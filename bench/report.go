@@ -39,6 +39,7 @@ type Params struct {
 	FloorQPS      float64 `json:"floorQPS"`
 	FloorBurst    int     `json:"floorBurst"`
 	FloorPod      string  `json:"floorPod,omitempty"`
+	FloorWebhook  bool    `json:"floorWebhook,omitempty"`
 	GC            bool    `json:"deletionPhase"`
 	Webhook       bool    `json:"executorWebhooks"`
 	GCInterval    string  `json:"gcInterval,omitempty"`
@@ -135,7 +136,7 @@ type ModeResult struct {
 	CPUSecondsTotal float64 `json:"cpuSecondsWithStartup"`
 	CPUSecondsPerTA float64 `json:"cpuSecondsPerTaskAction"`
 	// ServicesCPUSeconds is the events and cache services' CPU during the
-	// run (executor only: the floor has none).
+	// run (the floor has none; with --floor-webhook, its webhook server's).
 	ServicesCPUSeconds float64 `json:"servicesCPUSeconds,omitempty"`
 	// HarnessCPUSeconds is the bench process's own CPU during the run: its
 	// creates and informers, and (executor only) its counting events proxy.
@@ -247,6 +248,9 @@ func (r *Report) Markdown(png string) string {
 		p("The executor's admission webhooks are installed, as config/default deploys them (its finalizer is added at creation). ")
 	} else {
 		p("No admission webhooks (the executor adds its finalizer with a patch). ")
+	}
+	if r.Params.FloorWebhook {
+		p("The floor's creates go through the executor's admission webhooks too (`--floor-webhook`, served by `executor webhook` alone, counted as the floor's services). ")
 	}
 	if r.Params.FloorPod == floorPodExecutor {
 		p("The floor creates the executor's own pod (`--floor-pod executor`: Flyte's environment and labels, default resources), not its minimal one. ")
