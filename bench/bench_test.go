@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/taskaction/executor/internal/kwokrig"
 	"github.com/taskaction/executor/pkg/plugin/container"
@@ -364,5 +365,24 @@ func TestFloorPodBuilder(t *testing.T) {
 	}
 	if _, err := floorPodBuilder("large"); err == nil {
 		t.Error("--floor-pod large accepted")
+	}
+}
+
+// The bench's flags that cannot go together are refused before any rig starts.
+func TestOptionsRefused(t *testing.T) {
+	ok := options{N: 10, Mode: "both", Workload: workloadTyped, FloorPod: floorPodMinimal, GCInterval: time.Minute, GCTTL: time.Second}
+	if err := ok.defaults(); err != nil {
+		t.Fatalf("valid options refused: %v", err)
+	}
+	for name, mutate := range map[string]func(*options){
+		"--floor-webhook with the deletion phase": func(o *options) { o.FloorWebhook, o.GC = true, true },
+		"--floor-pod large":                       func(o *options) { o.FloorPod = "large" },
+		"--n 0":                                   func(o *options) { o.N = 0 },
+	} {
+		o := ok
+		mutate(&o)
+		if err := o.defaults(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
