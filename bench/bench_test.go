@@ -371,7 +371,7 @@ func TestFloorPodBuilder(t *testing.T) {
 // The bench's flags that cannot go together are refused before any rig starts.
 func TestOptionsRefused(t *testing.T) {
 	ok := options{N: 10, Mode: "both", Workload: workloadTyped, FloorPod: floorPodMinimal, GCInterval: time.Minute, GCTTL: time.Second}
-	if err := ok.defaults(); err != nil {
+	if err := ok.check(); err != nil {
 		t.Fatalf("valid options refused: %v", err)
 	}
 	for name, mutate := range map[string]func(*options){
@@ -381,7 +381,7 @@ func TestOptionsRefused(t *testing.T) {
 	} {
 		o := ok
 		mutate(&o)
-		if err := o.defaults(); err == nil {
+		if err := o.check(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

@@ -139,7 +139,8 @@ func main() {
 	}
 }
 
-func (o *options) defaults() error {
+// check refuses flags that are out of range or cannot go together.
+func (o *options) check() error {
 	if o.N <= 0 {
 		return errors.New("--n must be positive")
 	}
@@ -163,17 +164,8 @@ func (o *options) defaults() error {
 	if o.FloorWebhook && o.GC {
 		return errors.New("--floor-webhook needs --gc=false: the webhook gives the floor's TaskActions a finalizer the floor never removes")
 	}
-	if o.FloorQPS == 0 {
-		o.FloorQPS = o.QPS
-	}
-	if o.FloorBurst == 0 {
-		o.FloorBurst = o.Burst
-	}
 	if o.GC && (o.GCInterval <= 0 || o.GCTTL <= 0) {
 		return errors.New("--gc-interval and --gc-ttl must be positive")
-	}
-	if o.GCTimeout == 0 {
-		o.GCTimeout = 90*time.Second + time.Duration(o.N)*50*time.Millisecond
 	}
 	if o.Search && (o.SearchStart <= 0 || o.SearchFactor <= 1 || o.SearchStep <= 0 || o.SearchP99 <= 0 || o.SearchMaxSteps <= 0) {
 		return errors.New("--search needs a positive --search-start, --search-step, --search-p99, --search-max-steps and a --search-factor above 1")
@@ -182,6 +174,24 @@ func (o *options) defaults() error {
 	case "executor", "floor", "both":
 	default:
 		return fmt.Errorf("--mode %q: want executor, floor or both", o.Mode)
+	}
+	return nil
+}
+
+// defaults checks the flags, then fills in what was left to a default and
+// checks that the binaries are there.
+func (o *options) defaults() error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	if o.FloorQPS == 0 {
+		o.FloorQPS = o.QPS
+	}
+	if o.FloorBurst == 0 {
+		o.FloorBurst = o.Burst
+	}
+	if o.GCTimeout == 0 {
+		o.GCTimeout = 90*time.Second + time.Duration(o.N)*50*time.Millisecond
 	}
 	if o.Root == "" {
 		r, err := findRoot()
