@@ -294,6 +294,12 @@ func TestReadMachineCPU(t *testing.T) {
 	if a.Busy <= 0 || a.Busy > a.All || b.Busy < a.Busy || b.All < a.All {
 		t.Fatalf("before %+v, after %+v", a, b)
 	}
+	if busy, share := (machineCPU{Busy: 13, All: 20}).since(machineCPU{Busy: 10, All: 16}); busy != 3 || share != 0.75 {
+		t.Errorf("busy %v, share %v; want 3 and 0.75", busy, share)
+	}
+	if _, share := a.since(a); share != 0 {
+		t.Errorf("share over no time %v, want 0", share)
+	}
 }
 
 // inParallel hands out every index once, from first, and returns the first

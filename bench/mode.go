@@ -179,13 +179,14 @@ type session struct {
 	r    *rig
 	cp   *controllerProc
 	exec *executorDeps // executor mode only
-	// floorWebhook is the executor's webhook server alone (`executor
-	// webhook`) in a floor run with --floor-webhook.
-	floorWebhook *proc
-	ob           *observer
-	cl           client.Client
-	hc           cache.Cache
-	stops        []func()
+	// services are the processes that serve the controller under test: the
+	// executor's events and cache services, or the webhook server of a
+	// floor run with --floor-webhook. Their CPU is reported together.
+	services []*proc
+	ob       *observer
+	cl       client.Client
+	hc       cache.Cache
+	stops    []func()
 }
 
 // executorDeps is what the executor talks to, kept for a second executor
@@ -311,6 +312,7 @@ func startSession(ctx context.Context, o options, mode string, expect int) (s *s
 		if err != nil {
 			return s, err
 		}
+		s.services = s.exec.svcs
 		s.cp, err = startExecutor(ctx, o, s.r, s.dir, s.exec, "executor", []string{"--executor.gc.interval=0"})
 	case "floor":
 		if o.FloorWebhook {
@@ -384,26 +386,19 @@ func (s *session) snap(ctx context.Context, cp *controllerProc) (snapshot, error
 	sn.harness = harnessCounts()
 	if s.exec != nil {
 		sn.events = [2]int64{s.exec.proxy.events.Load(), s.exec.proxy.records.Load()}
-		for _, p := range s.exec.svcs {
-			st, err := readProc(p.Pid())
-			if err != nil {
-				return sn, err
-			}
-			sn.services += st.CPUSeconds
+	}
+	for _, p := range s.services {
+		st, err := readProc(p.Pid())
+		if err != nil {
+			return sn, err
 		}
+		sn.services += st.CPUSeconds
 	}
 	self, err := readProc(os.Getpid())
 	if err != nil {
 		return sn, err
 	}
 	sn.harnessCPU = self.CPUSeconds
-	if s.floorWebhook != nil {
-		st, err := readProc(s.floorWebhook.Pid())
-		if err != nil {
-			return sn, err
-		}
-		sn.services += st.CPUSeconds
-	}
 	sn.machine, err = readMachineCPU()
 	return sn, err
 }
@@ -459,10 +454,7 @@ func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err 
 	res.CPUSecondsPerTA = res.CPUSeconds / float64(o.N)
 	res.ServicesCPUSeconds = after.services - before.services
 	res.HarnessCPUSeconds = after.harnessCPU - before.harnessCPU
-	if all := after.machine.All - before.machine.All; all > 0 {
-		res.MachineCPUSeconds = after.machine.Busy - before.machine.Busy
-		res.MachineBusy = res.MachineCPUSeconds / all
-	}
+	res.MachineCPUSeconds, res.MachineBusy = after.machine.since(before.machine)
 	res.APIServerCPUMsPerTA = 1000 * res.APIServerCPUSeconds / float64(o.N)
 	res.RateLimiter = rateLimiterStats(before.ctrl, after.ctrl, res.Controller.Total)
 	res.ExecutorMetrics = controllerMetrics(before.ctrl, after.ctrl)
@@ -617,7 +609,7 @@ func (s *session) startFloorWebhook(ctx context.Context) error {
 		return err
 	}
 	s.stops = append(s.stops, func() { p.Stop(10 * time.Second) })
-	s.floorWebhook = p
+	s.services = append(s.services, p)
 	return waitTCP(ctx, net.JoinHostPort(w.LocalServingHost, strconv.Itoa(w.LocalServingPort)), time.Minute, p)
 }
 

@@ -258,6 +258,16 @@ const clockTicks = 100
 // all (busy, idle and iowait).
 type machineCPU struct{ Busy, All float64 }
 
+// since is the busy CPU seconds from earlier to m, and their share of the
+// machine's CPU time in between (0 when no time passed).
+func (m machineCPU) since(earlier machineCPU) (busy, share float64) {
+	busy = m.Busy - earlier.Busy
+	if all := m.All - earlier.All; all > 0 {
+		share = busy / all
+	}
+	return busy, share
+}
+
 func readMachineCPU() (machineCPU, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {

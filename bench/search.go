@@ -111,8 +111,9 @@ func runSearch(ctx context.Context, o options, mode string) (*SearchResult, erro
 		st.CreateToTerminalMS = percentiles(e2e)
 		after, _ := readProc(s.cp.p.Pid())
 		st.CPUSeconds = round3(after.CPUSeconds - before.CPUSeconds)
-		if machineAfter, err := readMachineCPU(); err == nil && machineAfter.All > machineBefore.All {
-			st.MachineBusy = round3((machineAfter.Busy - machineBefore.Busy) / (machineAfter.All - machineBefore.All))
+		if machineAfter, err := readMachineCPU(); err == nil {
+			_, share := machineAfter.since(machineBefore)
+			st.MachineBusy = round3(share)
 		}
 		res.PeakRSSMiB = float64(after.PeakRSSKiB) / 1024
 		bound := float64(o.SearchP99.Milliseconds())

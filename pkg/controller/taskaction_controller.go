@@ -73,9 +73,9 @@ type Options struct {
 	SafetyWake time.Duration
 	// QueuedStatusDelay holds back the Queued status of a new pod (0: none).
 	QueuedStatusDelay time.Duration
-	// SaturatedDelay extends that hold while saturated (saturated()).
-	SaturatedDelay time.Duration
-	Settings       plugin.Settings
+	// SaturatedStatusDelay extends that hold while saturated (saturated()).
+	SaturatedStatusDelay time.Duration
+	Settings             plugin.Settings
 }
 
 // Reconciler reconciles TaskActions.
@@ -130,7 +130,7 @@ func (r *Reconciler) decider() decider {
 		Backoff:           r.Options.RequeueDuration,
 		Safety:            safety,
 		QueuedDelay:       r.Options.QueuedStatusDelay,
-		SaturatedDelay:    r.Options.SaturatedDelay,
+		SaturatedDelay:    r.Options.SaturatedStatusDelay,
 	}
 }
 

@@ -223,12 +223,12 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options, setting
 		Recorder:   rec,
 		KubeEvents: mgr.GetEventRecorder("taskaction-controller"),
 		Options: controller.Options{
-			Cluster:           cfg.Cluster,
-			MaxSystemFailures: int32(cfg.MaxSystemFailures),
-			RequeueDuration:   cfg.RequeueDuration.Duration,
-			QueuedStatusDelay: cfg.QueuedStatusDelay.Duration,
-			SaturatedDelay:    cfg.SaturatedStatusDelay.Duration,
-			Settings:          settings,
+			Cluster:              cfg.Cluster,
+			MaxSystemFailures:    int32(cfg.MaxSystemFailures),
+			RequeueDuration:      cfg.RequeueDuration.Duration,
+			QueuedStatusDelay:    cfg.QueuedStatusDelay.Duration,
+			SaturatedStatusDelay: cfg.SaturatedStatusDelay.Duration,
+			Settings:             settings,
 		},
 	}
 	if err := r.SetupWithManager(mgr, cfg.MaxConcurrentReconciles); err != nil {
