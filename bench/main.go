@@ -59,6 +59,9 @@ type options struct {
 	FloorBurst    int
 	FloorPod      string
 	FloorWebhook  bool
+	// ProfileAPIServer: a CPU profile of kube-apiserver this long, taken
+	// from the first create on (0: none).
+	ProfileAPIServer time.Duration
 
 	GC         bool
 	Webhook    bool
@@ -114,6 +117,7 @@ func main() {
 	fs.IntVar(&o.FloorBurst, "floor-burst", 0, "client burst of the floor (0: the same as --burst)")
 	fs.StringVar(&o.FloorPod, "floor-pod", floorPodMinimal, "the floor's pod: "+floorPodMinimal+" (the smallest that runs the task) or "+floorPodExecutor+" (the executor's own: Flyte's environment and labels, default resources)")
 	fs.BoolVar(&o.FloorWebhook, "floor-webhook", false, "install the executor's admission webhooks in the floor's runs too, served by `executor webhook` alone: the floor's creates pay the executor's admission call (its TaskActions get the finalizer, which the floor never removes: use with --gc=false)")
+	fs.DurationVar(&o.ProfileAPIServer, "profile-apiserver", 0, "take a CPU profile of kube-apiserver this long from each mode's first create, written beside the results as <base>-<mode>-apiserver.pprof (go tool pprof reads it); 0: none")
 	fs.BoolVar(&o.Webhook, "webhook", true, "run the executor with its admission webhooks installed, as config/default deploys it (the finalizer is added at creation)")
 	fs.BoolVar(&o.GC, "gc", true, "after the hot path, delete every TaskAction and measure it: the executor's garbage collector (a second executor process with a short gc.interval/maxTTL), the harness for the floor")
 	fs.DurationVar(&o.GCInterval, "gc-interval", time.Minute, "with --gc: the executor's gc.interval in the deletion phase (its minimum, 1m; the collector also sweeps once at start, which finds every TaskAction expired)")

@@ -420,6 +420,7 @@ func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err 
 
 	// Create the TaskActions.
 	start := time.Now()
+	profiled := profileAPIServer(ctx, o, s.r.admin, mode, start)
 	if err := createAll(ctx, o, s.cl, ob, 0, o.N, o.Rate, s.bucket()); err != nil {
 		return res, err
 	}
@@ -469,6 +470,9 @@ func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err 
 		res.Events = ev
 	}
 	res.LogErrors, res.LogErrorSamples = logErrors(cp.p.LogPath())
+	if err := <-profiled; err != nil {
+		logf("kube-apiserver CPU profile: %v", err)
+	}
 	if timedOut {
 		return res, fmt.Errorf("timed out after %s: %d of %d TaskActions did not end", o.Timeout, ob.left, o.N)
 	}

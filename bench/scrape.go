@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -181,6 +182,44 @@ func scrapeAPIServer(ctx context.Context, cfg *rest.Config) ([]sample, error) {
 		return nil, fmt.Errorf("kube-apiserver /metrics: %w", err)
 	}
 	return parseProm(b), nil
+}
+
+// profileAPIServer takes a CPU profile of kube-apiserver for o.ProfileAPIServer
+// in the background and writes it into the results directory; the channel
+// gives the outcome (at once when no profile was asked for).
+func profileAPIServer(ctx context.Context, o options, cfg *rest.Config, mode string, start time.Time) <-chan error {
+	out := make(chan error, 1)
+	if o.ProfileAPIServer <= 0 {
+		out <- nil
+		return out
+	}
+	name := fmt.Sprintf("%s-%d", start.Format("2006-01-02"), o.N)
+	if o.Tag != "" {
+		name += "-" + o.Tag
+	}
+	path := filepath.Join(o.Results, name+"-"+mode+"-apiserver.pprof")
+	go func() {
+		out <- func() error {
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			secs := int(o.ProfileAPIServer.Seconds())
+			ctx, cancel := context.WithTimeout(ctx, o.ProfileAPIServer+time.Minute)
+			defer cancel()
+			b, err := cs.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
+				Param("seconds", strconv.Itoa(max(secs, 1))).Timeout(o.ProfileAPIServer + time.Minute).DoRaw(ctx)
+			if err != nil {
+				return fmt.Errorf("kube-apiserver /debug/pprof/profile: %w", err)
+			}
+			if err := os.MkdirAll(o.Results, 0o755); err != nil {
+				return err
+			}
+			logf("kube-apiserver CPU profile of %ds: %s", secs, path)
+			return os.WriteFile(path, b, 0o644)
+		}()
+	}()
+	return out
 }
 
 func scrapeHTTP(ctx context.Context, url string) ([]sample, error) {

@@ -155,11 +155,13 @@ func (r *Reconciler) patchStatus(ctx context.Context, ta *flytev1.TaskAction, st
 	}
 	base := ta.DeepCopy()
 	ta.Status = *st
-	if err := r.Client.Status().Patch(ctx, ta, client.MergeFrom(base)); err != nil {
+	if err := r.taWrites.write(client.ObjectKeyFromObject(ta), base.ResourceVersion, func() (string, error) {
+		err := r.Client.Status().Patch(ctx, ta, client.MergeFrom(base))
+		return ta.ResourceVersion, err
+	}); err != nil {
 		ta.Status = base.Status
 		return false, fmt.Errorf("patch status: %w", err)
 	}
-	r.taWrites.wrote(client.ObjectKeyFromObject(ta), ta.ResourceVersion)
 	return true, nil
 }
 
@@ -201,11 +203,13 @@ func (r *Reconciler) patchMetaOnce(ctx context.Context, ta *flytev1.TaskAction, 
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Patch(ctx, ta, client.RawPatch(types.JSONPatchType, raw)); err != nil {
+	if err := r.taWrites.write(client.ObjectKeyFromObject(ta), base.ResourceVersion, func() (string, error) {
+		err := r.Client.Patch(ctx, ta, client.RawPatch(types.JSONPatchType, raw))
+		return ta.ResourceVersion, err
+	}); err != nil {
 		ta.ObjectMeta = base.ObjectMeta
 		return err
 	}
-	r.taWrites.wrote(client.ObjectKeyFromObject(ta), ta.ResourceVersion)
 	return nil
 }
 

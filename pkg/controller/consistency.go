@@ -18,45 +18,149 @@ import (
 // that write (read-your-writes over the informer cache). Versions are ordered
 // with apimachinery's comparison; a copy at or past the write clears the entry.
 // Nothing expires by time: the informer always catches up, and its watch event
-// is what wakes the waiting reconcile.
+// is what wakes a waiting reconcile.
+//
+// It also recognises the watch event of the write itself (echo): the
+// reconcile that wrote has already planned what follows, so that event wakes
+// nobody unless a reconcile found the cache behind and waits for it. The
+// event may come before the write's response: while a write is under way, the
+// first event from the version it writes over is taken for it, and if the
+// response then names another version, that event was someone else's and the
+// writing reconcile runs again (missed).
 type writeOrder struct {
-	mu   sync.Mutex
-	last map[types.NamespacedName]string
+	mu      sync.Mutex
+	last    map[types.NamespacedName]*ownWrite
+	writing map[types.NamespacedName]*pendingWrite
+	missed  map[types.NamespacedName]bool
 }
 
-func newWriteOrder() *writeOrder { return &writeOrder{last: map[types.NamespacedName]string{}} }
+// ownWrite is our last write to one object.
+type ownWrite struct {
+	base, rv string // the resourceVersion written over ("" for a create) and the one written
+	awaited  bool   // a reconcile found the cache behind it and waits for its event
+	arrived  bool   // its event reached the cache (and was not passed on)
+}
 
-func (o *writeOrder) wrote(key types.NamespacedName, rv string) {
-	if o == nil || rv == "" {
+// pendingWrite is a write under way: the version it writes over, and the
+// version of the event taken for it before its response.
+type pendingWrite struct{ base, taken string }
+
+func newWriteOrder() *writeOrder {
+	return &writeOrder{last: map[types.NamespacedName]*ownWrite{},
+		writing: map[types.NamespacedName]*pendingWrite{}, missed: map[types.NamespacedName]bool{}}
+}
+
+// write runs do, a write of key over the version base that returns the
+// version written, and records it.
+func (o *writeOrder) write(key types.NamespacedName, base string, do func() (string, error)) error {
+	if o == nil {
+		_, err := do()
+		return err
+	}
+	o.mu.Lock()
+	o.writing[key] = &pendingWrite{base: base}
+	o.mu.Unlock()
+	rv, err := do()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := o.writing[key]
+	delete(o.writing, key)
+	if p != nil && p.taken != "" && (err != nil || p.taken != rv) {
+		o.missed[key] = true // the event taken for this write was another's
+	}
+	if err != nil {
+		return err
+	}
+	if p != nil && p.taken == rv {
+		// The cache had the write before its response: every later read
+		// sees it, and its event has come; nothing is left to remember.
+		delete(o.last, key)
+		return nil
+	}
+	o.record(key, base, rv)
+	return nil
+}
+
+// wrote records a write that turned base into rv.
+func (o *writeOrder) wrote(key types.NamespacedName, base, rv string) {
+	if o == nil {
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.record(key, base, rv)
+}
+
+func (o *writeOrder) record(key types.NamespacedName, base, rv string) {
+	if rv == "" {
+		return
+	}
 	if old, ok := o.last[key]; ok {
-		if c, err := resourceversion.CompareResourceVersion(rv, old); err == nil && c < 0 {
+		if c, err := resourceversion.CompareResourceVersion(rv, old.rv); err == nil && c < 0 {
 			return
 		}
 	}
-	o.last[key] = rv
+	o.last[key] = &ownWrite{base: base, rv: rv}
 }
 
-// behind says whether a cached copy at rv is older than our last write.
-func (o *writeOrder) behind(key types.NamespacedName, rv string) bool {
+// takeMissed says whether an event was taken for a write of key that turned
+// out to be another's (the reconcile must look again), and clears it.
+func (o *writeOrder) takeMissed(key types.NamespacedName) bool {
 	if o == nil {
 		return false
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	last, ok := o.last[key]
-	if !ok {
-		return false
+	m := o.missed[key]
+	delete(o.missed, key)
+	return m
+}
+
+// behind says whether a cached copy at rv is older than our last write, and
+// if so whether that write has reached the cache since the copy was read
+// (then reading again finds it). A reconcile told it is behind, and not that
+// it arrived, is woken by the write's event.
+func (o *writeOrder) behind(key types.NamespacedName, rv string) (behind, arrived bool) {
+	if o == nil {
+		return false, false
 	}
-	c, err := resourceversion.CompareResourceVersion(rv, last)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w, ok := o.last[key]
+	if !ok {
+		return false, false
+	}
+	c, err := resourceversion.CompareResourceVersion(rv, w.rv)
 	if err != nil || c >= 0 {
 		// Caught up (or versions this storage does not order): trust the cache.
 		delete(o.last, key)
+		return false, false
+	}
+	if !w.arrived {
+		w.awaited = true
+	}
+	return true, w.arrived
+}
+
+// echo says whether a watch event that turned oldRV into newRV is exactly our
+// last write to key (a create when oldRV is ""), awaited by no reconcile: it
+// need wake none. Any other change, or a watch that skipped versions, is not
+// an echo.
+func (o *writeOrder) echo(key types.NamespacedName, oldRV, newRV string) bool {
+	if o == nil {
 		return false
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if p := o.writing[key]; p != nil && p.taken == "" && p.base == oldRV {
+		p.taken = newRV
+		return true
+	}
+	w, ok := o.last[key]
+	if !ok || w.rv != newRV || w.base != oldRV || w.awaited {
+		return false
+	}
+	w.arrived = true
 	return true
 }
 
@@ -67,6 +171,8 @@ func (o *writeOrder) forget(key types.NamespacedName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.last, key)
+	delete(o.writing, key)
+	delete(o.missed, key)
 }
 
 // version returns the remembered write, if any.
@@ -76,8 +182,11 @@ func (o *writeOrder) version(key types.NamespacedName) (string, bool) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	rv, ok := o.last[key]
-	return rv, ok
+	w, ok := o.last[key]
+	if !ok {
+		return "", false
+	}
+	return w.rv, true
 }
 
 // syncedPast says whether an informer whose last synced resourceVersion is

@@ -312,7 +312,7 @@ func (r *Reconciler) podCacheBehind(ctx context.Context, p plugin.Plugin, key ty
 	case apierrors.IsNotFound(err):
 		return false, nil
 	default:
-		r.podCreates.wrote(key, rv) // not answered: ask again next time
+		r.podCreates.wrote(key, "", rv) // not answered: ask again next time
 		return false, fmt.Errorf("read %s: %w", key, err)
 	}
 }

@@ -49,7 +49,7 @@ func TestPodCacheBehind(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			live := &liveReader{exists: tc.exists}
 			r := &Reconciler{APIReader: live, podCreates: newWriteOrder(), podSynced: func() string { return tc.synced }}
-			r.podCreates.wrote(key, "10")
+			r.podCreates.wrote(key, "", "10")
 			got, err := r.podCacheBehind(context.Background(), p, key)
 			if err != nil || got != tc.want {
 				t.Fatalf("behind = %v, %v; want %v", got, err, tc.want)

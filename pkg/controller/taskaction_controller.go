@@ -150,9 +150,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if r.taReleased.has(req.NamespacedName, ta.UID) {
 		return ctrl.Result{}, nil // let go; its deletion is on its way to the cache
 	}
-	if r.taWrites.behind(req.NamespacedName, ta.ResourceVersion) {
-		// Older than our own last write: its watch event brings the newer copy.
-		return ctrl.Result{RequeueAfter: wakeCacheLag}, nil
+	if behind, arrived := r.taWrites.behind(req.NamespacedName, ta.ResourceVersion); behind {
+		// Older than our own last write: its watch event brings the newer
+		// copy, unless it reached the cache since the read.
+		if !arrived {
+			return ctrl.Result{RequeueAfter: wakeCacheLag}, nil
+		}
+		if err := r.Client.Get(ctx, req.NamespacedName, ta); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if behind, _ := r.taWrites.behind(req.NamespacedName, ta.ResourceVersion); behind {
+			return ctrl.Result{RequeueAfter: wakeCacheLag}, nil
+		}
 	}
 	now := r.Clock.Now()
 	w, p, err := r.gather(ctx, ta, now)
@@ -187,7 +196,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if plan.Launch || plan.Populate != nil {
 		return ctrl.Result{}, fmt.Errorf("internal error: the decision for %s did not settle", req.NamespacedName)
 	}
-	return r.apply(ctx, w, p, plan)
+	res, err := r.apply(ctx, w, p, plan)
+	if err == nil && r.taWrites.takeMissed(req.NamespacedName) {
+		// An event taken for our write was another's: look again.
+		res.RequeueAfter = wakeSoon
+	}
+	return res, err
 }
 
 // pressureMemory is how long saturation counts after it was last seen. Under
@@ -239,7 +253,7 @@ func (r *Reconciler) launch(ctx context.Context, w *World, p plugin.Plugin, now 
 		w.PodCacheBehind = true
 		return nil
 	}
-	r.podCreates.wrote(types.NamespacedName{Namespace: w.TA.Namespace, Name: lc.object.GetName()}, lc.object.GetResourceVersion())
+	r.podCreates.wrote(types.NamespacedName{Namespace: w.TA.Namespace, Name: lc.object.GetName()}, "", lc.object.GetResourceVersion())
 	r.launches.launched(client.ObjectKeyFromObject(w.TA), launchRecord{TA: w.TA.UID, Attempt: attempt,
 		Pod: lc.object.GetUID(), Created: lc.object.GetCreationTimestamp().Time})
 	res, derr := r.describe(ctx, p, tc, lc.object)
@@ -287,7 +301,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("taskaction").
-		For(&flytev1.TaskAction{}).
+		// The event of our own status or metadata write wakes nothing: the
+		// reconcile that wrote it planned what follows (writeOrder.echo).
+		For(&flytev1.TaskAction{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return !r.taWrites.echo(client.ObjectKeyFromObject(e.ObjectNew), e.ObjectOld.GetResourceVersion(), e.ObjectNew.GetResourceVersion())
+			},
+		})).
 		// A new TaskAction with another's identity also wakes that other one:
 		// whichever came first keeps running, the other is refused.
 		Watches(&flytev1.TaskAction{}, handler.EnqueueRequestsFromMapFunc(r.sameIdentity),
