@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -153,16 +154,39 @@ func (r *Reconciler) patchStatus(ctx context.Context, ta *flytev1.TaskAction, st
 	if equality.Semantic.DeepEqual(ta.Status, *st) {
 		return false, nil
 	}
+	patch, err := statusMergePatch(&ta.Status, st)
+	if err != nil {
+		return false, fmt.Errorf("patch status: %w", err)
+	}
 	base := ta.DeepCopy()
 	ta.Status = *st
 	if err := r.taWrites.write(client.ObjectKeyFromObject(ta), base.ResourceVersion, func() (string, error) {
-		err := r.Client.Status().Patch(ctx, ta, client.MergeFrom(base))
+		err := r.Client.Status().Patch(ctx, ta, client.RawPatch(types.MergePatchType, patch))
 		return ta.ResourceVersion, err
 	}); err != nil {
 		ta.Status = base.Status
 		return false, fmt.Errorf("patch status: %w", err)
 	}
 	return true, nil
+}
+
+// statusMergePatch is the JSON merge patch {"status": ...} that turns old into
+// new: the difference of the two statuses alone, not of the whole objects
+// (their spec, often the larger part, is the same).
+func statusMergePatch(old, new *flytev1.TaskActionStatus) ([]byte, error) {
+	o, err := json.Marshal(old)
+	if err != nil {
+		return nil, err
+	}
+	n, err := json.Marshal(new)
+	if err != nil {
+		return nil, err
+	}
+	diff, err := jsonpatch.CreateMergePatch(o, n)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]json.RawMessage{"status": diff})
 }
 
 func (r *Reconciler) warn(ta *flytev1.TaskAction, reason, action, note string) {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -10,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -478,4 +481,44 @@ type failingRecorder struct{}
 
 func (failingRecorder) Record(context.Context, events.Event) error {
 	return errors.New("events service unavailable")
+}
+
+// The status patch carries the statuses' difference alone, and applied to the
+// stored object it gives the new status and keeps everything else.
+func TestStatusMergePatch(t *testing.T) {
+	at := metav1.NewTime(time.Unix(1700000000, 0).UTC())
+	old := flytev1.TaskActionStatus{Attempts: 1, PluginPhase: "Running", PluginPhaseVersion: 2,
+		Conditions: []metav1.Condition{{Type: flytev1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Executing", LastTransitionTime: at}}}
+	next := *old.DeepCopy()
+	next.PluginPhase = ""
+	next.PluginPhaseVersion = 0
+	next.Conditions = append(next.Conditions, metav1.Condition{Type: flytev1.ConditionSucceeded, Status: metav1.ConditionTrue, Reason: "Completed", LastTransitionTime: at})
+	patch, err := statusMergePatch(&old, &next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(patch, &top); err != nil || len(top) != 1 || top["status"] == nil {
+		t.Fatalf("patch %s: want only a status key (%v)", patch, err)
+	}
+	if _, ok := top["status"]["attempts"]; ok {
+		t.Errorf("patch %s carries the unchanged attempts", patch)
+	}
+	if string(top["status"]["pluginPhase"]) != "null" {
+		t.Errorf("patch %s does not clear pluginPhase", patch)
+	}
+	ta := &flytev1.TaskAction{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "n", Labels: map[string]string{"k": "v"}},
+		Spec: flytev1.TaskActionSpec{RunName: "r", ActionName: "a"}, Status: old}
+	stored, _ := json.Marshal(ta)
+	merged, err := jsonpatch.MergePatch(stored, patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got flytev1.TaskAction
+	if err := json.Unmarshal(merged, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got.Status, next) || !equality.Semantic.DeepEqual(got.Spec, ta.Spec) || got.Labels["k"] != "v" {
+		t.Errorf("patched object: status %+v spec %+v labels %v; want status %+v and the rest unchanged", got.Status, got.Spec, got.Labels, next)
+	}
 }

@@ -96,8 +96,8 @@ func (o *writeOrder) record(key types.NamespacedName, base, rv string) {
 		return
 	}
 	if old, ok := o.last[key]; ok {
-		if c, err := resourceversion.CompareResourceVersion(rv, old.rv); err == nil && c < 0 {
-			return
+		if c, err := resourceversion.CompareResourceVersion(rv, old.rv); old.rv == rv || (err == nil && c < 0) {
+			return // the same write again, or an older one's late response
 		}
 	}
 	o.last[key] = &ownWrite{base: base, rv: rv}
@@ -175,18 +175,23 @@ func (o *writeOrder) forget(key types.NamespacedName) {
 	delete(o.missed, key)
 }
 
-// version returns the remembered write, if any.
-func (o *writeOrder) version(key types.NamespacedName) (string, bool) {
+// await returns the remembered write to key, if any, and whether its event
+// has reached the cache; if it has not, the caller waits for that event,
+// which then wakes a reconcile.
+func (o *writeOrder) await(key types.NamespacedName) (rv string, ok, arrived bool) {
 	if o == nil {
-		return "", false
+		return "", false, false
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	w, ok := o.last[key]
 	if !ok {
-		return "", false
+		return "", false, false
 	}
-	return w.rv, true
+	if !w.arrived {
+		w.awaited = true
+	}
+	return w.rv, true, w.arrived
 }
 
 // syncedPast says whether an informer whose last synced resourceVersion is

@@ -114,7 +114,7 @@ func TestWriteOrderEcho(t *testing.T) {
 		if err != nil || o.takeMissed(k) {
 			t.Errorf("err %v; the event taken was the write's own: nothing missed", err)
 		}
-		if _, ok := o.version(k); ok {
+		if _, ok, _ := o.await(k); ok {
 			t.Error("a write whose event came before its response is still remembered: every later read sees it")
 		}
 	})

@@ -90,10 +90,18 @@ func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now tim
 	}
 	key := types.NamespacedName{Namespace: ta.Namespace, Name: w.Pod.Name}
 	if w.Pod.Holder == holderNone {
-		if w.PodCacheBehind, err = r.podCacheBehind(ctx, p, key); err != nil {
+		var arrived bool
+		if w.PodCacheBehind, arrived, err = r.podCacheBehind(ctx, p, key, false); err == nil && arrived {
+			// The event of our create reached the cache after the read above.
+			if w.Pod, err = r.readResource(ctx, p, tc); err == nil && w.Pod.Holder == holderNone {
+				w.PodCacheBehind, _, err = r.podCacheBehind(ctx, p, key, true)
+			}
+		}
+		if err != nil {
 			return w, p, err
 		}
-	} else {
+	}
+	if w.Pod.Holder != holderNone {
 		r.podCreates.forget(key)
 	}
 	if readState(&ta.Status, attempt).Pod == "" {
@@ -287,19 +295,24 @@ func (r *Reconciler) describe(ctx context.Context, p plugin.Plugin, tc plugin.Ta
 
 // podCacheBehind says whether the cache has not yet seen a pod this process
 // created under key: until the pod informer has synced past the create, it
-// has not (no request is made). After that a missing pod is confirmed once
-// with the API server (a pod deleted right after its create).
-func (r *Reconciler) podCacheBehind(ctx context.Context, p plugin.Plugin, key types.NamespacedName) (bool, error) {
-	rv, ok := r.podCreates.version(key)
-	if !ok {
-		return false, nil
-	}
-	if r.podSynced != nil && !syncedPast(r.podSynced(), rv) {
-		return true, nil
+// has not (no request is made), and the create's watch event wakes the
+// reconcile. After that a missing pod is confirmed once with the API server
+// (a pod deleted right after its create). arrived: the create's event reached
+// the cache after the caller read it, so the caller reads again and asks once
+// more with reread set (then the cache counts as synced past the create).
+func (r *Reconciler) podCacheBehind(ctx context.Context, p plugin.Plugin, key types.NamespacedName, reread bool) (behind, arrived bool, err error) {
+	rv, ok, arrived := r.podCreates.await(key)
+	switch {
+	case !ok:
+		return false, false, nil
+	case arrived && !reread:
+		return false, true, nil
+	case !arrived && r.podSynced != nil && !syncedPast(r.podSynced(), rv):
+		return true, false, nil
 	}
 	if r.APIReader == nil {
 		r.podCreates.forget(key)
-		return false, nil
+		return false, false, nil
 	}
 	// Asked once: the record goes either way. A pod the API server has and
 	// the synced cache lacks is waited for once more (the informer's store
@@ -308,12 +321,12 @@ func (r *Reconciler) podCacheBehind(ctx context.Context, p plugin.Plugin, key ty
 	r.podCreates.forget(key)
 	switch err := r.APIReader.Get(ctx, key, newObject(p)); {
 	case err == nil:
-		return true, nil
+		return true, false, nil
 	case apierrors.IsNotFound(err):
-		return false, nil
+		return false, false, nil
 	default:
 		r.podCreates.wrote(key, "", rv) // not answered: ask again next time
-		return false, fmt.Errorf("read %s: %w", key, err)
+		return false, false, fmt.Errorf("read %s: %w", key, err)
 	}
 }
 
@@ -465,11 +478,21 @@ type launchClient struct {
 	// name is the attempt's object; only it is kept.
 	name   string
 	object client.Object
+	// created records the create of the attempt's object, whose watch event
+	// then wakes no reconcile (writeOrder.echo).
+	created *writeOrder
 }
 
 func (c *launchClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	err := c.Client.Create(ctx, obj, opts...)
-	if err == nil && obj.GetName() == c.name {
+	if obj.GetName() != c.name {
+		return c.Client.Create(ctx, obj, opts...)
+	}
+	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	err := c.created.write(key, "", func() (string, error) {
+		err := c.Client.Create(ctx, obj, opts...)
+		return obj.GetResourceVersion(), err
+	})
+	if err == nil {
 		c.object = obj
 	}
 	return err

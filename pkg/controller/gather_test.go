@@ -50,11 +50,11 @@ func TestPodCacheBehind(t *testing.T) {
 			live := &liveReader{exists: tc.exists}
 			r := &Reconciler{APIReader: live, podCreates: newWriteOrder(), podSynced: func() string { return tc.synced }}
 			r.podCreates.wrote(key, "", "10")
-			got, err := r.podCacheBehind(context.Background(), p, key)
+			got, _, err := r.podCacheBehind(context.Background(), p, key, false)
 			if err != nil || got != tc.want {
 				t.Fatalf("behind = %v, %v; want %v", got, err, tc.want)
 			}
-			again, _ := r.podCacheBehind(context.Background(), p, key)
+			again, _, _ := r.podCacheBehind(context.Background(), p, key, false)
 			if again != tc.second || live.gets != tc.gets {
 				t.Errorf("second look: behind = %v after %d GETs; want %v after %d", again, live.gets, tc.second, tc.gets)
 			}
@@ -62,7 +62,40 @@ func TestPodCacheBehind(t *testing.T) {
 	}
 	// Nothing created by this process: the cache is trusted.
 	r := &Reconciler{podCreates: newWriteOrder()}
-	if got, _ := r.podCacheBehind(context.Background(), p, key); got {
+	if got, _, _ := r.podCacheBehind(context.Background(), p, key, false); got {
 		t.Error("behind without a create")
+	}
+}
+
+// The event of our create wakes no reconcile unless one waits for it; one
+// that read the cache before that event arrived reads again, and if the pod
+// is still missing then, the API server decides as after a synced informer.
+func TestPodCacheBehindAfterTheCreateEvent(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "hello-0"}
+	p := container.New()
+	for _, exists := range []bool{true, false} {
+		live := &liveReader{exists: exists}
+		r := &Reconciler{APIReader: live, podCreates: newWriteOrder(), podSynced: func() string { return "9" }}
+		r.podCreates.wrote(key, "", "10")
+		if !r.podCreates.echo(key, "", "10") {
+			t.Fatal("the event of our create, awaited by none, woke a reconcile")
+		}
+		behind, arrived, err := r.podCacheBehind(context.Background(), p, key, false)
+		if err != nil || behind || !arrived || live.gets != 0 {
+			t.Fatalf("read before the event: behind %v, arrived %v, %d GETs, %v; want read again, no request", behind, arrived, live.gets, err)
+		}
+		behind, _, err = r.podCacheBehind(context.Background(), p, key, true)
+		if err != nil || behind != exists || live.gets != 1 {
+			t.Errorf("read again, pod still missing (on the API server: %v): behind %v after %d GETs (%v); want %v after 1", exists, behind, live.gets, err, exists)
+		}
+	}
+	// A reconcile that waits: the event wakes it.
+	r := &Reconciler{podCreates: newWriteOrder(), podSynced: func() string { return "9" }}
+	r.podCreates.wrote(key, "", "10")
+	if behind, _, _ := r.podCacheBehind(context.Background(), p, key, false); !behind {
+		t.Fatal("informer not past the create: not behind")
+	}
+	if r.podCreates.echo(key, "", "10") {
+		t.Error("the event a waiting reconcile needs was dropped")
 	}
 }

@@ -242,7 +242,7 @@ func (r *Reconciler) launch(ctx context.Context, w *World, p plugin.Plugin, now 
 		}
 		tc.Inputs = in
 	}
-	lc := &launchClient{Client: r.Client, live: r.APIReader, name: p.ResourceName(tc)}
+	lc := &launchClient{Client: r.Client, live: r.APIReader, name: p.ResourceName(tc), created: r.podCreates}
 	err := p.Launch(ctx, lc, tc)
 	w.Launch = &launchOutcome{Err: err}
 	if err != nil {
@@ -269,11 +269,15 @@ func (r *Reconciler) taskContext(ta *flytev1.TaskAction, t *task.Task, attempt u
 }
 
 // podChanges passes pod events that can change an attempt's phase: status,
-// deletion; and creations, which end the wait of a reconcile that found the
-// pod cache behind its own launch (wakeCacheLag is only the safety net).
-func podChanges() predicate.Funcs {
+// deletion; and creations, except the event of a create of ours that no
+// reconcile waits for (the launching reconcile had the pod from its create's
+// answer; a reconcile that found the pod cache behind the launch waits for
+// it, and wakeCacheLag is only the safety net).
+func podChanges(created *writeOrder) predicate.Funcs {
 	return predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return true },
+		CreateFunc: func(e event.CreateEvent) bool {
+			return !created.echo(client.ObjectKeyFromObject(e.Object), "", e.Object.GetResourceVersion())
+		},
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, ok1 := e.ObjectOld.(*corev1.Pod)
 			n, ok2 := e.ObjectNew.(*corev1.Pod)
@@ -348,7 +352,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 				return fmt.Errorf("index %s by controller: %w", t, err)
 			}
 			owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &flytev1.TaskAction{}, handler.OnlyControllerOwner())
-			b = b.Watches(obj, completionsFirst(owner), builder.WithPredicates(podChanges()))
+			b = b.Watches(obj, completionsFirst(owner), builder.WithPredicates(podChanges(r.podCreates)))
 		}
 	}
 	if inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{}); err == nil {
