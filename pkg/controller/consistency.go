@@ -65,8 +65,10 @@ func (o *writeOrder) write(key types.NamespacedName, base string, do func() (str
 	defer o.mu.Unlock()
 	p := o.writing[key]
 	delete(o.writing, key)
-	if p != nil && p.taken != "" && (err != nil || p.taken != rv) {
-		o.missed[key] = true // the event taken for this write was another's
+	if p != nil && p.taken != "" && (err != nil || p.taken != rv) && base != "" {
+		// The event taken for this update was another's. (A create whose
+		// taken event was another's failed: its caller handles that.)
+		o.missed[key] = true
 	}
 	if err != nil {
 		return err

@@ -137,6 +137,13 @@ func TestWriteOrderEcho(t *testing.T) {
 		if !o.takeMissed(k) {
 			t.Error("an event taken for a write that failed may have been another's")
 		}
+		_ = o.write(k, "", func() (string, error) {
+			o.echo(k, "", "14") // a create of the same name by another
+			return "", errors.New("already exists")
+		})
+		if o.takeMissed(k) {
+			t.Error("a failed create left a second look to take: its caller handles the failure")
+		}
 	})
 	t.Run("a create", func(t *testing.T) {
 		o := newWriteOrder()
