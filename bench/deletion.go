@@ -52,6 +52,12 @@ func (s *session) deletionPhase(ctx context.Context) (*Deletion, error) {
 	}
 	s.ob.armGone()
 	start := time.Now()
+	profiled := profileAPIServer(ctx, o, s.r.admin, s.mode+"-deletion", start)
+	defer func() {
+		if err := <-profiled; err != nil {
+			logf("kube-apiserver CPU profile of the deletion: %v", err)
+		}
+	}()
 	cp := s.cp
 	switch s.mode {
 	case "executor":
