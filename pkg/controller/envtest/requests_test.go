@@ -50,7 +50,6 @@ func runToSuccess(t testing.TB, n int, admitted bool) lifeCost {
 		pod := waitPod(t, ns, fmt.Sprintf("req-%d-0", i))
 		setPodStatus(t, pod, podRunning(pod))
 	}
-
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("req-%d", i)
 		eventually(t, 20*time.Second, name+" RUNNING reported", func() bool {
