@@ -149,8 +149,8 @@ func (o *writeOrder) behind(key types.NamespacedName, rv string) (behind, arrive
 // need wake none. Any other change, or a watch that skipped versions, is not
 // an echo.
 func (o *writeOrder) echo(key types.NamespacedName, oldRV, newRV string) bool {
-	if o == nil {
-		return false
+	if o == nil || oldRV == newRV {
+		return false // a resync is never a write's event
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -103,6 +103,9 @@ func TestWriteOrderEcho(t *testing.T) {
 	t.Run("the event before the write's response", func(t *testing.T) {
 		o := newWriteOrder()
 		err := o.write(k, "10", func() (string, error) {
+			if o.echo(k, "10", "10") {
+				t.Error("a resync during the write taken for it")
+			}
 			if !o.echo(k, "10", "11") {
 				t.Error("the first event from the version written over, during the write, not taken for it")
 			}
