@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -186,17 +187,24 @@ func (m *ModeResult) Summary() string {
 		m.PodTerminalToTerminalMS.P50, m.PodTerminalToTerminalMS.P99, m.Controller.TotalPerTA, m.APIServer.TotalPerTA, m.PeakRSSMiB, m.CPUSeconds)
 }
 
+// resultBase is the name results files start with: the day, what was run
+// (N, or "search") and the tag.
+func resultBase(day time.Time, what, tag string) string {
+	base := day.Format("2006-01-02") + "-" + what
+	if tag != "" {
+		base += "-" + tag
+	}
+	return base
+}
+
 // Write stores the JSON, the Markdown table and the chart; it returns their paths.
 func (r *Report) Write(dir, tag string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	base := fmt.Sprintf("%s-%d", r.Started.Format("2006-01-02"), r.Params.N)
+	base := resultBase(r.Started, strconv.Itoa(r.Params.N), tag)
 	if r.SearchParams != nil {
-		base = r.Started.Format("2006-01-02") + "-search"
-	}
-	if tag != "" {
-		base += "-" + tag
+		base = resultBase(r.Started, "search", tag)
 	}
 	jp := filepath.Join(dir, base+".json")
 	mp := filepath.Join(dir, base+".md")

@@ -193,11 +193,7 @@ func profileAPIServer(ctx context.Context, o options, cfg *rest.Config, mode str
 		out <- nil
 		return out
 	}
-	name := fmt.Sprintf("%s-%d", start.Format("2006-01-02"), o.N)
-	if o.Tag != "" {
-		name += "-" + o.Tag
-	}
-	path := filepath.Join(o.Results, name+"-"+mode+"-apiserver.pprof")
+	path := filepath.Join(o.Results, resultBase(start, strconv.Itoa(o.N), o.Tag)+"-"+mode+"-apiserver.pprof")
 	go func() {
 		out <- func() error {
 			cs, err := kubernetes.NewForConfig(cfg)
