@@ -481,6 +481,8 @@ type launchClient struct {
 	// created records the create of the attempt's object, whose watch event
 	// then wakes no reconcile (writeOrder.echo).
 	created *writeOrder
+	// found: the object was read, not created by this launch.
+	found bool
 }
 
 func (c *launchClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
@@ -506,7 +508,7 @@ func (c *launchClient) Get(ctx context.Context, key client.ObjectKey, obj client
 		err = c.Client.Get(ctx, key, obj, opts...)
 	}
 	if err == nil && key.Name == c.name {
-		c.object = obj
+		c.object, c.found = obj, true
 	}
 	return err
 }

@@ -15,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	kevents "k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -253,7 +252,11 @@ func (r *Reconciler) launch(ctx context.Context, w *World, p plugin.Plugin, now 
 		w.PodCacheBehind = true
 		return nil
 	}
-	r.podCreates.wrote(types.NamespacedName{Namespace: w.TA.Namespace, Name: lc.object.GetName()}, "", lc.object.GetResourceVersion())
+	if lc.found {
+		// An earlier attempt at the create got through: the cache is behind
+		// until it shows this version (a create records itself).
+		r.podCreates.wrote(client.ObjectKeyFromObject(lc.object), "", lc.object.GetResourceVersion())
+	}
 	r.launches.launched(client.ObjectKeyFromObject(w.TA), launchRecord{TA: w.TA.UID, Attempt: attempt,
 		Pod: lc.object.GetUID(), Created: lc.object.GetCreationTimestamp().Time})
 	res, derr := r.describe(ctx, p, tc, lc.object)
