@@ -439,8 +439,9 @@ func TestHeldLaunchDeletedExternally(t *testing.T) {
 }
 
 // TestSaturationHoldsStatusesLonger: while the executor is saturated, a new
-// pod's Queued status is held back up to SaturatedDelay, waking every
-// saturatedRecheck to see whether it still is (and at the hold's end).
+// pod's Queued status is held back up to SaturatedDelay, waking after
+// saturatedRecheck, then after as long as it was held, to see whether it
+// still is (and at the hold's end).
 func TestSaturationHoldsStatusesLonger(t *testing.T) {
 	d := testDecider
 	d.QueuedDelay, d.SaturatedDelay = 5*time.Second, 5*time.Minute
@@ -449,6 +450,9 @@ func TestSaturationHoldsStatusesLonger(t *testing.T) {
 	w.Saturated = true
 	if p := d.decide(w, t0.Add(30*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != saturatedRecheck {
 		t.Errorf("saturated, 30s after creation: status written %v, wake %v; want held back, wake %v", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter, saturatedRecheck)
+	}
+	if p := d.decide(w, t0.Add(100*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 100*time.Second {
+		t.Errorf("saturated, 100s after creation: status written %v, wake %v; want held back, wake after as long as it was held (100s)", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter)
 	}
 	if p := d.decide(w, t0.Add(d.SaturatedDelay-10*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 10*time.Second {
 		t.Errorf("saturated, 10s before the hold's end: status written %v, wake %v; want held back, wake at the hold's end (10s)", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter)

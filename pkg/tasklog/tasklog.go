@@ -158,6 +158,7 @@ func New(cfg config.TaskLogConfig) (*Renderer, error) {
 
 // variable is one template variable: {{ .name }} or {{ $name }}, any case.
 type variable struct {
+	name  string
 	re    *regexp.Regexp
 	value string
 }
@@ -182,7 +183,7 @@ func init() {
 
 // vars are the variables of in, in the order they are applied.
 func (in Input) vars() []variable {
-	v := func(name, value string) variable { return variable{varRegex(name), value} }
+	v := func(name, value string) variable { return variable{name, varRegex(name), value} }
 	out := []variable{v("logName", in.LogName)}
 	extra := make([]string, 0, len(in.Extra))
 	for k := range in.Extra {
@@ -223,13 +224,28 @@ func (in Input) vars() []variable {
 }
 
 // render substitutes vars in s; a variable without a value is left as written.
+// Links are rendered on every report of an attempt, so a string without a
+// placeholder, or without a variable's name, is not run through its regexp.
 func render(s string, vars []variable) string {
 	for _, v := range vars {
-		if v.value != "" {
+		if !strings.Contains(s, "{{") {
+			return s
+		}
+		if v.value != "" && containsFold(s, v.name) {
 			s = v.re.ReplaceAllLiteralString(s, v.value)
 		}
 	}
 	return s
+}
+
+// containsFold says whether s contains sub, ignoring ASCII case.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 var taskConfigRef = regexp.MustCompile(`(?i){{\s*.taskConfig[\.$]([a-zA-Z_]+)\s*}}`)
@@ -272,7 +288,7 @@ func (r *Renderer) Links(in Input) ([]*core.TaskLog, error) {
 			for _, m := range taskConfigRef.FindAllStringSubmatch(uri, -1) {
 				if value, ok := in.TaskConfig[m[1]]; ok {
 					re := regexp.MustCompile(`(?i){{\s*.taskConfig[\.$]` + regexp.QuoteMeta(m[1]) + `\s*}}`)
-					dv = append(slices.Clip(dv), variable{re, value})
+					dv = append(slices.Clip(dv), variable{"taskConfig", re, value})
 				}
 			}
 			out = append(out, &core.TaskLog{Uri: render(uri, dv), Name: t.display + in.LogName, MessageFormat: t.format,
