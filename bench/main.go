@@ -64,7 +64,7 @@ type options struct {
 	// from the first create on (0: none).
 	ProfileAPIServer time.Duration
 	// ProfileHarness: a file for a CPU profile of this process (the
-	// harness: creates, observer, events proxy) over the whole bench.
+	// harness: creates, observer) over the whole bench.
 	ProfileHarness string
 
 	GC         bool
@@ -122,7 +122,7 @@ func main() {
 	fs.StringVar(&o.FloorPod, "floor-pod", floorPodMinimal, "the floor's pod: "+floorPodMinimal+" (the smallest that runs the task) or "+floorPodExecutor+" (the executor's own: Flyte's environment and labels, default resources)")
 	fs.BoolVar(&o.FloorWebhook, "floor-webhook", false, "install the executor's admission webhooks in the floor's runs too, served by `executor webhook` alone: the floor's creates pay the executor's admission call (its TaskActions get the finalizer, which the floor never removes: use with --gc=false)")
 	fs.DurationVar(&o.ProfileAPIServer, "profile-apiserver", 0, "take a CPU profile of kube-apiserver this long from each mode's first create, and with --gc from the start of its deletion phase, written beside the results as <base>-<mode>[-deletion]-apiserver.pprof (go tool pprof reads them); 0: none")
-	fs.StringVar(&o.ProfileHarness, "profile-harness", "", "write a CPU profile of the harness itself (its creates, watches and events proxy) over the whole bench to this file; empty: none")
+	fs.StringVar(&o.ProfileHarness, "profile-harness", "", "write a CPU profile of the harness itself (its creates and watches) over the whole bench to this file; empty: none")
 	fs.BoolVar(&o.Webhook, "webhook", true, "run the executor with its admission webhooks installed, as config/default deploys it (the finalizer is added at creation)")
 	fs.BoolVar(&o.GC, "gc", true, "after the hot path, delete every TaskAction and measure it: the executor's garbage collector (a second executor process with a short gc.interval/maxTTL), the harness for the floor")
 	fs.DurationVar(&o.GCInterval, "gc-interval", time.Minute, "with --gc: the executor's gc.interval in the deletion phase (its minimum, 1m; the collector also sweeps once at start, which finds every TaskAction expired)")

@@ -192,8 +192,10 @@ type session struct {
 // executorDeps is what the executor talks to, kept for a second executor
 // process (the deletion phase).
 type executorDeps struct {
-	proxy     *eventsProxy
-	cacheAddr string
+	// eventsAddr serves the events service's RPCs and its /metrics, which
+	// count the Record calls and events (no proxy in their path).
+	eventsAddr string
+	cacheAddr  string
 	config    string // --config file ("" for none)
 	svcs      []*proc
 	// webhooks are config/webhook's configurations installed pointing at
@@ -203,7 +205,7 @@ type executorDeps struct {
 
 // args are the executor's flags for what it talks to.
 func (d *executorDeps) args() []string {
-	a := []string{"--executor.eventsServiceURL=http://" + d.proxy.addr, "--executor.cacheServiceURL=http://" + d.cacheAddr}
+	a := []string{"--executor.eventsServiceURL=http://" + d.eventsAddr, "--executor.cacheServiceURL=http://" + d.cacheAddr}
 	if d.config != "" {
 		a = append(a, "--config="+d.config)
 	}
@@ -298,9 +300,6 @@ func startSession(ctx context.Context, o options, mode string, expect int) (s *s
 		if s.exec != nil {
 			deps := s.exec
 			s.stops = append(s.stops, func() {
-				if deps.proxy != nil {
-					deps.proxy.close()
-				}
 				if deps.webhooks != nil {
 					_ = deps.webhooks.Cleanup()
 				}
@@ -363,10 +362,10 @@ type snapshot struct {
 	api, ctrl  []sample
 	proc       procStat
 	services   float64 // CPU seconds of the executor's events and cache services
-	harnessCPU float64 // CPU seconds of this process (the harness, its events proxy)
+	harnessCPU float64 // CPU seconds of this process (the harness)
 	machine    machineCPU
 	harness    map[string]float64
-	events     [2]int64 // events, Record calls
+	events     eventCounts
 }
 
 func (s *session) snap(ctx context.Context, cp *controllerProc) (snapshot, error) {
@@ -385,7 +384,9 @@ func (s *session) snap(ctx context.Context, cp *controllerProc) (snapshot, error
 	}
 	sn.harness = harnessCounts()
 	if s.exec != nil {
-		sn.events = [2]int64{s.exec.proxy.events.Load(), s.exec.proxy.records.Load()}
+		if sn.events, err = scrapeEvents(ctx, s.exec.eventsAddr); err != nil {
+			return sn, err
+		}
 	}
 	for _, p := range s.services {
 		st, err := readProc(p.Pid())
@@ -460,9 +461,8 @@ func runMode(ctx context.Context, o options, mode string) (res *ModeResult, err 
 	res.RateLimiter = rateLimiterStats(before.ctrl, after.ctrl, res.Controller.Total)
 	res.ExecutorMetrics = controllerMetrics(before.ctrl, after.ctrl)
 	if s.exec != nil {
-		p := s.exec.proxy
-		ev := &EventStats{RecordCalls: after.events[1] - before.events[1], Events: after.events[0] - before.events[0],
-			Undecoded: p.undecoded.Load(), FailedCalls: p.recordFailed.Load()}
+		ev := &EventStats{RecordCalls: after.events.calls - before.events.calls, Events: after.events.events - before.events.events,
+			FailedCalls: after.events.failed - before.events.failed}
 		if ev.Events > 0 {
 			ev.RecordCallsPer1000Events = 1000 * float64(ev.RecordCalls) / float64(ev.Events)
 		}
@@ -617,7 +617,7 @@ func (s *session) startFloorWebhook(ctx context.Context) error {
 	return waitTCP(ctx, net.JoinHostPort(w.LocalServingHost, strconv.Itoa(w.LocalServingPort)), time.Minute, p)
 }
 
-// startExecutorDeps runs the events service (behind the counting proxy) and
+// startExecutorDeps runs the events service and
 // the cache service, each a subprocess, and writes the executor's config
 // file when the workload needs one: the Flyte form's blob storage, a file://
 // bucket in the work directory.
@@ -670,8 +670,8 @@ func startExecutorDeps(ctx context.Context, o options, r *rig, dir string) (*exe
 			return d, err
 		}
 	}
-	d.proxy, err = startEventsProxy("http://" + evAddr)
-	return d, err
+	d.eventsAddr = evAddr
+	return d, nil
 }
 
 // startExecutor runs bin/executor (log <name>.log) against deps; gcArgs

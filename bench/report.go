@@ -81,7 +81,6 @@ type EventStats struct {
 	Events                   int64   `json:"events"`
 	RecordCallsPer1000Events float64 `json:"recordCallsPer1000Events"`
 	EventsPerTA              float64 `json:"eventsPerTaskAction"`
-	Undecoded                int64   `json:"undecodedRecordCalls"`
 	FailedCalls              int64   `json:"failedRecordCalls"`
 }
 
@@ -140,7 +139,7 @@ type ModeResult struct {
 	// run (the floor has none; with --floor-webhook, its webhook server's).
 	ServicesCPUSeconds float64 `json:"servicesCPUSeconds,omitempty"`
 	// HarnessCPUSeconds is the bench process's own CPU during the run: its
-	// creates and informers, and (executor only) its counting events proxy.
+	// creates and informers.
 	HarnessCPUSeconds float64 `json:"harnessCPUSeconds"`
 	// MachineCPUSeconds is the whole machine's busy CPU during the run (every
 	// process of the rig, the harness included), MachineBusy its share of
@@ -338,7 +337,7 @@ func (r *Report) Markdown(png string) string {
 	row("controller CPU during the run (s)", func(m *ModeResult) float64 { return m.CPUSeconds }, "%.1f")
 	row("**controller CPU / TaskAction (s)**", func(m *ModeResult) float64 { return m.CPUSecondsPerTA }, "%.4f")
 	row("events + cache services CPU during the run (s)", func(m *ModeResult) float64 { return m.ServicesCPUSeconds }, "%.1f")
-	row("harness CPU during the run (s; with its events proxy)", func(m *ModeResult) float64 { return m.HarnessCPUSeconds }, "%.1f")
+	row("harness CPU during the run (s)", func(m *ModeResult) float64 { return m.HarnessCPUSeconds }, "%.1f")
 	row("whole machine CPU busy during the run (s)", func(m *ModeResult) float64 { return m.MachineCPUSeconds }, "%.1f")
 	row("… share of the machine's CPUs (1 = CPU-bound)", func(m *ModeResult) float64 { return m.MachineBusy }, "%.2f")
 	rl := func(f func(*RateLimiterStats) float64) func(*ModeResult) float64 {
@@ -373,8 +372,8 @@ func (r *Report) Markdown(png string) string {
 		row("deletion: pods left (no kube-controller-manager)", del(func(d *Deletion) float64 { return float64(d.PodsLeft) }), "%.0f")
 	}
 	if ex != nil && ex.Events != nil {
-		p("\nEvents (executor only; the floor sends none): %d Record calls carrying %d events = **%.1f Record calls per 1,000 events**, %.2f events per TaskAction (%d failed calls, %d undecoded).\n",
-			ex.Events.RecordCalls, ex.Events.Events, ex.Events.RecordCallsPer1000Events, ex.Events.EventsPerTA, ex.Events.FailedCalls, ex.Events.Undecoded)
+		p("\nEvents (executor only; the floor sends none): %d Record calls carrying %d events = **%.1f Record calls per 1,000 events**, %.2f events per TaskAction (%d failed calls; the events service's own counts).\n",
+			ex.Events.RecordCalls, ex.Events.Events, ex.Events.RecordCallsPer1000Events, ex.Events.EventsPerTA, ex.Events.FailedCalls)
 	}
 	for _, m := range cols {
 		p("\n## %s: own API requests per TaskAction (client side, `executor_api_requests_total`)\n\n", m.Mode)

@@ -403,3 +403,26 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// eventCounts are the events service's own counters (its /metrics).
+type eventCounts struct {
+	calls, events, failed int64
+}
+
+// scrapeEvents reads the Record calls and events the events service at addr
+// has answered (events_service_record_calls_total, events_service_events_total).
+func scrapeEvents(ctx context.Context, addr string) (eventCounts, error) {
+	ss, err := scrapeHTTP(ctx, "http://"+addr+"/metrics")
+	if err != nil {
+		return eventCounts{}, fmt.Errorf("events service metrics: %w", err)
+	}
+	var c eventCounts
+	for code, n := range counters(ss, "events_service_record_calls_total", func(l map[string]string) string { return l["code"] }) {
+		c.calls += int64(n)
+		if code != "ok" {
+			c.failed += int64(n)
+		}
+	}
+	c.events = int64(value(ss, "events_service_events_total"))
+	return c, nil
+}

@@ -48,6 +48,7 @@ func NewServer(store Store, opts ServerOptions) *Server {
 		Mount: func(mux *http.ServeMux) {
 			mux.Handle(workflowconnect.NewEventsProxyServiceHandler(svc, svcbase.HandlerOptions(maxRequestBytes)...))
 			mux.Handle(eventsv2connect.NewEventsQueryServiceHandler(svc, svcbase.HandlerOptions(1<<20)...))
+			mux.Handle("GET /metrics", svc.metrics.handler())
 		},
 		// Shutdown waits for handlers: end the Watch streams first.
 		BeforeShutdown: svc.endWatches,

@@ -33,9 +33,10 @@ const (
 // Service implements Flyte's EventsProxyService (Record) and the executor's
 // EventsQueryService (list and watch by run) over a Store.
 type Service struct {
-	store Store
-	log   logr.Logger
-	subs  notifier
+	store   Store
+	log     logr.Logger
+	subs    notifier
+	metrics *recordMetrics
 
 	endOnce sync.Once
 	ended   chan struct{} // closed on shutdown: Watch streams return
@@ -49,7 +50,7 @@ var (
 // NewService serves store.
 func NewService(store Store, log logr.Logger) *Service {
 	return &Service{store: store, log: log, subs: notifier{byRun: map[string]map[chan struct{}]struct{}{}},
-		ended: make(chan struct{})}
+		ended: make(chan struct{}), metrics: newRecordMetrics()}
 }
 
 // endWatches makes every Watch stream return, now and later.
@@ -60,11 +61,22 @@ func (s *Service) endWatches() { s.endOnce.Do(func() { close(s.ended) }) }
 // harmless. An empty batch is INVALID_ARGUMENT, as at Flyte's service.
 func (s *Service) Record(ctx context.Context, req *connect.Request[workflow.RecordRequest]) (*connect.Response[workflow.RecordResponse], error) {
 	evs := req.Msg.GetEvents()
+	counts, err := s.record(ctx, evs)
+	s.metrics.record(err, counts)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&workflow.RecordResponse{}), nil
+}
+
+// record validates and stores one Record call's events, and says how many of
+// them ended how (by the result label of events_service_events_total).
+func (s *Service) record(ctx context.Context, evs []*workflow.ActionEvent) (map[string]int, error) {
 	if len(evs) == 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("a batch holds at least one event"))
 	}
 	if len(evs) > MaxRecordBatch {
-		return nil, connect.NewError(connect.CodeInvalidArgument,
+		return map[string]int{eventsRefused: len(evs)}, connect.NewError(connect.CodeInvalidArgument,
 			fmt.Errorf("a batch holds at most %d events, got %d", MaxRecordBatch, len(evs)))
 	}
 	var invalid []error
@@ -78,13 +90,13 @@ func (s *Service) Record(ctx context.Context, req *connect.Request[workflow.Reco
 		}
 	}
 	if bad > 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument,
+		return map[string]int{eventsRefused: len(evs)}, connect.NewError(connect.CodeInvalidArgument,
 			fmt.Errorf("%d of %d events are invalid, none of the batch was stored: %w", bad, len(evs), errors.Join(invalid...)))
 	}
-	stored, _, err := s.store.Record(ctx, evs)
+	stored, dups, err := s.store.Record(ctx, evs)
 	if err != nil {
 		s.log.Error(err, "storing events failed", "events", len(evs))
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("storing %d events: %w", len(evs), err))
+		return map[string]int{eventsFailed: len(evs)}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("storing %d events: %w", len(evs), err))
 	}
 	if stored > 0 {
 		runs := map[string]struct{}{}
@@ -95,7 +107,7 @@ func (s *Service) Record(ctx context.Context, req *connect.Request[workflow.Reco
 			s.subs.notify(r)
 		}
 	}
-	return connect.NewResponse(&workflow.RecordResponse{}), nil
+	return map[string]int{eventsStored: stored, eventsDuplicate: dups}, nil
 }
 
 // ListActionEvents pages through a run's (or an action's) events.

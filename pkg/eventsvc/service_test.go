@@ -359,3 +359,36 @@ func TestRecordRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordMetrics: the service counts its Record calls by code and their
+// events by result at GET /metrics.
+func TestRecordMetrics(t *testing.T) {
+	srv := startServer(t, sqliteStore(t))
+	c := newClients(srv.URL(), nil)
+	a := ev("r", "a", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0, "")
+	b := ev("r", "b", 1, common.ActionPhase_ACTION_PHASE_RUNNING, 0, "")
+	record(t, c, a, b)
+	record(t, c, a, b) // resent: both duplicates
+	bad := ev("r", "c", 0, common.ActionPhase_ACTION_PHASE_RUNNING, 0, "")
+	if _, err := c.Record(context.Background(), connect.NewRequest(&workflow.RecordRequest{Events: []*workflow.ActionEvent{bad, a}})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("invalid batch: %v, want InvalidArgument", err)
+	}
+	resp, err := http.Get(srv.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	for _, want := range []string{
+		`events_service_record_calls_total{code="ok"} 2`,
+		`events_service_record_calls_total{code="invalid_argument"} 1`,
+		`events_service_events_total{result="stored"} 2`,
+		`events_service_events_total{result="duplicate"} 2`,
+		`events_service_events_total{result="refused"} 2`,
+		`events_service_events_total{result="failed"} 0`,
+	} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+}
