@@ -196,8 +196,8 @@ type executorDeps struct {
 	// count the Record calls and events (no proxy in their path).
 	eventsAddr string
 	cacheAddr  string
-	config    string // --config file ("" for none)
-	svcs      []*proc
+	config     string // --config file ("" for none)
+	svcs       []*proc
 	// webhooks are config/webhook's configurations installed pointing at
 	// the executor's webhook server (nil: not installed).
 	webhooks *envtest.WebhookInstallOptions
