@@ -250,7 +250,9 @@ func (r *Reconciler) readResource(ctx context.Context, p plugin.Plugin, tc plugi
 	res := resource{Name: p.ResourceName(tc)}
 	obj := newObject(p)
 	key := types.NamespacedName{Namespace: tc.TaskAction.Namespace, Name: res.Name}
-	if err := r.Client.Get(ctx, key, obj); err != nil {
+	// Not copied out of the cache: it is only read here, and objectReader
+	// hands the plugin its own copy.
+	if err := r.Client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return res, nil
 		}
@@ -388,7 +390,7 @@ func (r *Reconciler) duplicateOf(ctx context.Context, ta *flytev1.TaskAction) (*
 		return nil, nil
 	}
 	l := &flytev1.TaskActionList{}
-	if err := r.Client.List(ctx, l, client.MatchingFields{identityIndex: ids[0]}); err != nil {
+	if err := r.Client.List(ctx, l, client.MatchingFields{identityIndex: ids[0]}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list TaskActions of %s: %w", ids[0], err)
 	}
 	for i := range l.Items {

@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
+	flytev1 "github.com/taskaction/executor/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -15,14 +17,14 @@ import (
 )
 
 func TestCompletionsFirst(t *testing.T) {
+	// Each pod is controlled by the TaskAction of its own name, so the queue's
+	// item says which event it came from.
 	pod := func(name string, phase corev1.PodPhase, rv string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: rv}, Status: corev1.PodStatus{Phase: phase}}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: rv,
+			OwnerReferences: []metav1.OwnerReference{taskActionRef(name, true)}}, Status: corev1.PodStatus{Phase: phase}}
 	}
-	// The wrapped handler enqueues the pod's own name, standing in for its owner.
-	byName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
-	})
-	h := completionsFirst(byName)
+	// The handler the reconciler registers for its pods.
+	h := completionsFirst(handler.EnqueueRequestsFromMapFunc(controllingTaskAction))
 	for _, tc := range []struct {
 		name     string
 		old, new *corev1.Pod
@@ -61,4 +63,44 @@ func TestCompletionsFirst(t *testing.T) {
 			t.Errorf("first served %s, want the completion", item.Name)
 		}
 	})
+}
+
+func taskActionRef(name string, controller bool) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: flytev1.GroupVersion.String(), Kind: "TaskAction", Name: name, UID: types.UID(name + "-uid"), Controller: &controller}
+}
+
+func TestControllingTaskAction(t *testing.T) {
+	other := metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "j-uid", Controller: ptr.To(true)}
+	for _, tc := range []struct {
+		name string
+		refs []metav1.OwnerReference
+		want []reconcile.Request
+	}{
+		{"controlled by a TaskAction", []metav1.OwnerReference{taskActionRef("ta", true)}, []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "ta"}}}},
+		{"a TaskAction owns it, not as controller", []metav1.OwnerReference{taskActionRef("ta", false)}, nil},
+		{"controlled by another kind", []metav1.OwnerReference{taskActionRef("ta", false), other}, nil},
+		{"no owner", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", OwnerReferences: tc.refs}}
+			if got := controllingTaskAction(context.Background(), pod); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// controller-runtime's own handlers add through AddWithOpts with no priority;
+// a completion must keep its priority that way too.
+func TestPrioritizedAddWithOpts(t *testing.T) {
+	q := priorityqueue.New[reconcile.Request]("test")
+	defer q.ShutDown()
+	withPriority(q, CompletionPriority).(priorityqueue.PriorityQueue[reconcile.Request]).AddWithOpts(priorityqueue.AddOpts{}, reconcile.Request{})
+	if _, prio, _ := q.GetWithPriority(); prio != CompletionPriority {
+		t.Errorf("priority %d, want %d", prio, CompletionPriority)
+	}
+	withPriority(q, CompletionPriority).(priorityqueue.PriorityQueue[reconcile.Request]).AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, reconcile.Request{NamespacedName: types.NamespacedName{Name: "low"}})
+	if _, prio, _ := q.GetWithPriority(); prio != handler.LowPriority {
+		t.Errorf("priority %d, want the one asked for, %d", prio, handler.LowPriority)
+	}
 }

@@ -323,6 +323,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 				DeleteFunc:  func(event.DeleteEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
+		WithLogConstructor(reconcileLogger(mgr.GetLogger())).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: workers,
 			// Completions first (priority.go): a finished pod's TaskAction is
@@ -354,7 +355,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 			if err := mgr.GetFieldIndexer().IndexField(ctx, obj, ownerIndex, controllerUID); err != nil {
 				return fmt.Errorf("index %s by controller: %w", t, err)
 			}
-			owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &flytev1.TaskAction{}, handler.OnlyControllerOwner())
+			owner := handler.EnqueueRequestsFromMapFunc(controllingTaskAction)
 			b = b.Watches(obj, completionsFirst(owner), builder.WithPredicates(podChanges(r.podCreates)))
 		}
 	}
@@ -377,7 +378,7 @@ func (r *Reconciler) sameIdentity(ctx context.Context, obj client.Object) []reco
 		return nil
 	}
 	l := &flytev1.TaskActionList{}
-	if err := r.Client.List(ctx, l, client.MatchingFields{identityIndex: ids[0]}); err != nil {
+	if err := r.Client.List(ctx, l, client.MatchingFields{identityIndex: ids[0]}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var out []reconcile.Request

@@ -166,6 +166,8 @@ type Plugin interface {
 	Finalize(ctx context.Context, c client.Client, tc TaskContext) error
 	// WatchedTypes are the object types the plugin creates, owned by the
 	// TaskAction through a controller reference, so that their changes trigger reconciles.
+	// The objects stand for their types only and are never filled, so a plugin
+	// may return the same ones on every call.
 	WatchedTypes() []client.Object
 }
 

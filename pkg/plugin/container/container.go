@@ -65,7 +65,11 @@ func (p *Plugin) ResourceName(tc plugin.TaskContext) string {
 }
 
 // WatchedTypes implements plugin.Plugin.
-func (p *Plugin) WatchedTypes() []client.Object { return []client.Object{&corev1.Pod{}} }
+func (p *Plugin) WatchedTypes() []client.Object { return []client.Object{podType} }
+
+// podType names the type only; it is never filled (the reconciler asks for
+// the types on every read).
+var podType = &corev1.Pod{}
 
 // Launch creates the attempt's pod. An existing pod of ours is success.
 func (p *Plugin) Launch(ctx context.Context, c client.Client, tc plugin.TaskContext) error {
