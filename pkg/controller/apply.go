@@ -158,17 +158,22 @@ func (r *Reconciler) patchStatus(ctx context.Context, ta *flytev1.TaskAction, st
 	if err != nil {
 		return false, fmt.Errorf("patch status: %w", err)
 	}
-	base := ta.DeepCopy()
-	ta.Status = *st
-	if err := r.taWrites.write(client.ObjectKeyFromObject(ta), base.ResourceVersion, func() (string, error) {
-		err := r.Client.Status().Patch(ctx, ta, client.RawPatch(types.MergePatchType, patch))
-		return ta.ResourceVersion, err
+	// The API server answers with the object's metadata only: the new
+	// resourceVersion is all this reconcile needs back, and the whole
+	// TaskAction (its spec the larger part) would be encoded, sent and
+	// decoded for nothing.
+	m := &metav1.PartialObjectMetadata{TypeMeta: taskActionType, ObjectMeta: metav1.ObjectMeta{Namespace: ta.Namespace, Name: ta.Name}}
+	if err := r.taWrites.write(client.ObjectKeyFromObject(ta), ta.ResourceVersion, func() (string, error) {
+		err := r.Client.Status().Patch(ctx, m, client.RawPatch(types.MergePatchType, patch))
+		return m.ResourceVersion, err
 	}); err != nil {
-		ta.Status = base.Status
 		return false, fmt.Errorf("patch status: %w", err)
 	}
+	ta.Status, ta.ResourceVersion = *st, m.ResourceVersion
 	return true, nil
 }
+
+var taskActionType = metav1.TypeMeta{APIVersion: flytev1.GroupVersion.String(), Kind: "TaskAction"}
 
 // statusMergePatch is the JSON merge patch {"status": ...} that turns old into
 // new: the difference of the two statuses alone, not of the whole objects
@@ -227,13 +232,17 @@ func (r *Reconciler) patchMetaOnce(ctx context.Context, ta *flytev1.TaskAction, 
 	if err != nil {
 		return err
 	}
+	// Answered with metadata only, as patchStatus is.
+	m := &metav1.PartialObjectMetadata{TypeMeta: taskActionType, ObjectMeta: metav1.ObjectMeta{Namespace: ta.Namespace, Name: ta.Name}}
 	if err := r.taWrites.write(client.ObjectKeyFromObject(ta), base.ResourceVersion, func() (string, error) {
-		err := r.Client.Patch(ctx, ta, client.RawPatch(types.JSONPatchType, raw))
-		return ta.ResourceVersion, err
+		err := r.Client.Patch(ctx, m, client.RawPatch(types.JSONPatchType, raw))
+		return m.ResourceVersion, err
 	}); err != nil {
 		ta.ObjectMeta = base.ObjectMeta
 		return err
 	}
+	m.ManagedFields = nil // as the cache keeps it
+	ta.ObjectMeta = m.ObjectMeta
 	return nil
 }
 

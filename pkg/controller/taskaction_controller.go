@@ -323,9 +323,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 				DeleteFunc:  func(event.DeleteEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
-		WithLogConstructor(reconcileLogger(mgr.GetLogger())).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: workers,
+			// Set here: WithOptions replaces what WithLogConstructor would set.
+			LogConstructor: reconcileLogger(mgr.GetLogger()),
 			// Completions first (priority.go): a finished pod's TaskAction is
 			// reconciled ahead of queued launches. The queue's length says
 			// whether the executor is saturated (World.Saturated).

@@ -161,6 +161,8 @@ type Plugin interface {
 	// exists is success. A *LaunchError says the attempt failed to launch.
 	Launch(ctx context.Context, c client.Client, tc TaskContext) error
 	// Observe reads the attempt's state from r (normally the informer cache).
+	// What r hands out may share its fields with the cache: it is read, never
+	// modified.
 	Observe(ctx context.Context, r client.Reader, tc TaskContext) (Observation, error)
 	// Finalize releases what the plugin holds once the TaskAction is done.
 	Finalize(ctx context.Context, c client.Client, tc TaskContext) error

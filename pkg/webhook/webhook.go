@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/internal/lazylog"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/webhook/certs"
 	"github.com/taskaction/executor/pkg/webhook/secrets"
@@ -116,10 +118,10 @@ func Register(mgr manager.Manager, srv *Server, cfg config.Config, opts Options)
 	if err := mgr.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
 		return fmt.Errorf("add webhook ready check: %w", err)
 	}
-	srv.Register(PathPodSecrets, &admission.Webhook{Handler: &PodSecretInjector{Injector: inj}, RecoverPanic: ptr(true)})
+	srv.Register(PathPodSecrets, &admission.Webhook{Handler: &PodSecretInjector{Injector: inj}, RecoverPanic: ptr(true), LogConstructor: requestLogger})
 	validator := TaskActionValidator{Extra: opts.ValidateTaskAction}
-	srv.Register(PathTaskActionDefault, &admission.Webhook{Handler: TaskActionAdmission{Validator: validator}, RecoverPanic: ptr(true)})
-	srv.Register(PathTaskActionValidate, &admission.Webhook{Handler: validator, RecoverPanic: ptr(true)})
+	srv.Register(PathTaskActionDefault, &admission.Webhook{Handler: TaskActionAdmission{Validator: validator}, RecoverPanic: ptr(true), LogConstructor: requestLogger})
+	srv.Register(PathTaskActionValidate, &admission.Webhook{Handler: validator, RecoverPanic: ptr(true), LogConstructor: requestLogger})
 	return nil
 }
 
@@ -162,4 +164,10 @@ func CertHosts(w config.WebhookConfig, ns string) []string {
 	svc := w.ServiceName
 	hosts := []string{svc + "." + ns + ".svc", svc, svc + "." + ns, svc + "." + ns + ".svc.cluster.local"}
 	return append(hosts, w.ExtraCertHosts()...)
+}
+
+// requestLogger is controller-runtime's logger of one admission request, its
+// values encoded only if the request logs.
+func requestLogger(base logr.Logger, req *admission.Request) logr.Logger {
+	return admission.DefaultLogConstructor(lazylog.New(base), req)
 }
