@@ -343,6 +343,11 @@ func TestNamespacesFlagAndFileAgree(t *testing.T) {
 	if err != nil || c.Namespaces != nil {
 		t.Errorf("empty flag: %q, %v; want none", c.Namespaces, err)
 	}
+	// So is an empty list in the file (what `executor config` prints for none).
+	c, err = load(t, "executor:\n  namespaces: []\n")
+	if err != nil || c.Namespaces != nil {
+		t.Errorf("empty list in the file: %q, %v; want none", c.Namespaces, err)
+	}
 }
 
 func TestEmptyValuesKeepDefaults(t *testing.T) {
@@ -370,7 +375,7 @@ func TestYAMLRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"executor:", "cluster: c1", "interval: 0s", "requeueDuration: 10s", "maxTTL: 1h0m0s"} {
+	for _, w := range []string{"executor:", "cluster: c1", "interval: 0s", "requeueDuration: 10s", "maxTTL: 1h0m0s", "namespaces: []"} {
 		if !strings.Contains(string(out), w) {
 			t.Errorf("YAML lacks %q:\n%s", w, out)
 		}

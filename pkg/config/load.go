@@ -112,6 +112,9 @@ func Load(path string, flags *pflag.FlagSet) (Config, error) {
 			return Config{}, ferr
 		}
 	}
+	if len(c.Namespaces) == 0 {
+		c.Namespaces = nil // an empty list and none both mean every namespace
+	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}
@@ -382,6 +385,9 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // YAML renders c as a config file with the `executor:` section.
 func (c Config) YAML() ([]byte, error) {
+	if c.Namespaces == nil {
+		c.Namespaces = []string{} // printed as [], not null: every namespace
+	}
 	return yaml.Marshal(map[string]Config{Section: c})
 }
 
