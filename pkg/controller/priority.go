@@ -67,8 +67,9 @@ func (q prioritized) Add(item reconcile.Request) {
 	q.AddWithOpts(priorityqueue.AddOpts{}, item)
 }
 
-// AddWithOpts gives an add that names no priority q's: controller-runtime's
-// own handlers add through it, not through Add.
+// AddWithOpts gives an add that names no priority q's: some of
+// controller-runtime's handlers (EnqueueRequestForObject's) add a changed
+// object through it rather than through Add.
 func (q prioritized) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
 	if o.Priority == nil {
 		o.Priority = &q.priority

@@ -90,8 +90,8 @@ func TestControllingTaskAction(t *testing.T) {
 	}
 }
 
-// controller-runtime's own handlers add through AddWithOpts with no priority;
-// a completion must keep its priority that way too.
+// Some of controller-runtime's handlers add through AddWithOpts, naming no
+// priority; a completion keeps its priority that way too.
 func TestPrioritizedAddWithOpts(t *testing.T) {
 	q := priorityqueue.New[reconcile.Request]("test")
 	defer q.ShutDown()
