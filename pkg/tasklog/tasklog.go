@@ -10,8 +10,8 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/url"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -157,33 +157,11 @@ func New(cfg config.TaskLogConfig) (*Renderer, error) {
 }
 
 // variable is one template variable: {{ .name }} or {{ $name }}, any case.
-type variable struct {
-	name  string
-	re    *regexp.Regexp
-	value string
-}
-
-var varRegexes = map[string]*regexp.Regexp{}
-
-func varRegex(name string) *regexp.Regexp {
-	if re, ok := varRegexes[name]; ok {
-		return re
-	}
-	return regexp.MustCompile(`(?i){{\s*[\.$]` + regexp.QuoteMeta(name) + `\s*}}`)
-}
-
-func init() {
-	for _, n := range []string{"logName", "podName", "podUID", "namespace", "containerName", "containerID", "hostname",
-		"podRFC3339StartTime", "podRFC3339FinishTime", "podUnixStartTime", "podUnixFinishTime", "taskID", "taskVersion",
-		"taskOrg", "taskProject", "taskDomain", "taskRetryAttempt", "nodeID", "executionName", "executionProject",
-		"executionDomain", "executionOrg", "generatedName", "runName", "actionName"} {
-		varRegexes[n] = regexp.MustCompile(`(?i){{\s*[\.$]` + n + `\s*}}`)
-	}
-}
+type variable struct{ name, value string }
 
 // vars are the variables of in, in the order they are applied.
 func (in Input) vars() []variable {
-	v := func(name, value string) variable { return variable{name, varRegex(name), value} }
+	v := func(name, value string) variable { return variable{name, value} }
 	out := []variable{v("logName", in.LogName)}
 	extra := make([]string, 0, len(in.Extra))
 	for k := range in.Extra {
@@ -223,32 +201,84 @@ func (in Input) vars() []variable {
 	)
 }
 
-// render substitutes vars in s; a variable without a value is left as written.
-// Links are rendered on every report of an attempt, so a string without a
-// placeholder, or without a variable's name, is not run through its regexp.
+// render substitutes vars in s in one pass (links are rendered for every
+// report of an attempt). A placeholder is "{{", spaces, "." or "$", a
+// variable's name in any case, spaces, "}}"; the first variable of that name
+// with a value replaces it, and a placeholder of none is left as written.
+// Values are not scanned again.
 func render(s string, vars []variable) string {
+	var b strings.Builder
+	done := 0 // s[:done] is in b
+	for i := strings.Index(s, "{{"); i >= 0; {
+		if name, n, ok := placeholder(s[i:]); ok {
+			if value, ok := lookup(vars, name); ok {
+				b.WriteString(s[done:i])
+				b.WriteString(value)
+				done = i + n
+				j := strings.Index(s[done:], "{{")
+				if j < 0 {
+					break
+				}
+				i = done + j
+				continue
+			}
+		}
+		j := strings.Index(s[i+1:], "{{")
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	if done == 0 {
+		return s
+	}
+	b.WriteString(s[done:])
+	return b.String()
+}
+
+// placeholder reads the placeholder t begins with ("{{"): the variable's
+// name and the placeholder's length.
+func placeholder(t string) (name string, n int, ok bool) {
+	k := skipSpaces(t, 2)
+	if k >= len(t) || (t[k] != '.' && t[k] != '$') {
+		return "", 0, false
+	}
+	start := k + 1
+	for k = start; k < len(t) && !isSpace(t[k]) && t[k] != '}'; k++ {
+	}
+	name = t[start:k]
+	k = skipSpaces(t, k)
+	if name == "" || !strings.HasPrefix(t[k:], "}}") {
+		return "", 0, false
+	}
+	return name, k + 2, true
+}
+
+// isSpace is a regular expression's \s, as Flyte's templates are matched.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
+
+func skipSpaces(t string, k int) int {
+	for k < len(t) && isSpace(t[k]) {
+		k++
+	}
+	return k
+}
+
+// lookup is the value of the first variable named name (any case) that has
+// one. A task config entry may be written .taskConfig.key or .taskConfig$key.
+func lookup(vars []variable, name string) (string, bool) {
+	if p := len(taskConfigPrefix) - 1; len(name) > p && name[p] == '$' && strings.EqualFold(name[:p], taskConfigPrefix[:p]) {
+		name = taskConfigPrefix + name[p+1:]
+	}
 	for _, v := range vars {
-		if !strings.Contains(s, "{{") {
-			return s
-		}
-		if v.value != "" && containsFold(s, v.name) {
-			s = v.re.ReplaceAllLiteralString(s, v.value)
+		if v.value != "" && strings.EqualFold(v.name, name) {
+			return v.value, true
 		}
 	}
-	return s
+	return "", false
 }
 
-// containsFold says whether s contains sub, ignoring ASCII case.
-func containsFold(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(sub)], sub) {
-			return true
-		}
-	}
-	return false
-}
-
-var taskConfigRef = regexp.MustCompile(`(?i){{\s*.taskConfig[\.$]([a-zA-Z_]+)\s*}}`)
+const taskConfigPrefix = "taskConfig."
 
 // Links renders every link of in.
 func (r *Renderer) Links(in Input) ([]*core.TaskLog, error) {
@@ -260,6 +290,7 @@ func (r *Renderer) Links(in Input) ([]*core.TaskLog, error) {
 			MessageFormat: l.GetMessageFormat(), LinkType: core.TaskLog_DASHBOARD, IconUri: l.GetIconUri(), Ready: true})
 	}
 	kinds := dynamicKinds(in)
+	var dv []variable // vars and the task config's entries, for dynamic links
 	for _, t := range r.templates {
 		if t.azureQuery != nil {
 			q, err := azureQuery(render(*t.azureQuery, vars))
@@ -283,14 +314,13 @@ func (r *Renderer) Links(in Input) ([]*core.TaskLog, error) {
 		if t.name == vscodeLinkType {
 			lt = core.TaskLog_IDE
 		}
-		for _, uri := range t.dynamicURIs {
-			dv := vars
-			for _, m := range taskConfigRef.FindAllStringSubmatch(uri, -1) {
-				if value, ok := in.TaskConfig[m[1]]; ok {
-					re := regexp.MustCompile(`(?i){{\s*.taskConfig[\.$]` + regexp.QuoteMeta(m[1]) + `\s*}}`)
-					dv = append(slices.Clip(dv), variable{"taskConfig", re, value})
-				}
+		if dv == nil {
+			dv = slices.Clip(vars)
+			for _, k := range slices.Sorted(maps.Keys(in.TaskConfig)) {
+				dv = append(dv, variable{taskConfigPrefix + k, in.TaskConfig[k]})
 			}
+		}
+		for _, uri := range t.dynamicURIs {
 			out = append(out, &core.TaskLog{Uri: render(uri, dv), Name: t.display + in.LogName, MessageFormat: t.format,
 				ShowWhilePending: t.showPending, HideOnceFinished: t.hideEnd, LinkType: lt, IconUri: t.icon, Ready: true})
 		}

@@ -144,6 +144,38 @@ func TestTaskLinksDynamicLinksAndOrder(t *testing.T) {
 	}
 }
 
+// The placeholder rule, one string at a time through a custom template.
+func TestPlaceholders(t *testing.T) {
+	for _, tc := range []struct{ uri, want string }{
+		{"{{ .podName }}", "r1-a0-1"},
+		{"{{.podName}}|{{\t$PODNAME\n}}|{{ .PodName}}", "r1-a0-1|r1-a0-1|r1-a0-1"},
+		{"no placeholder", "no placeholder"},
+		{"{{ podName }}|{{ .podName }|{{ .pod Name }}|{{ . podName }}", "{{ podName }}|{{ .podName }|{{ .pod Name }}|{{ . podName }}"},
+		{"{{{ .podName }}}", "{r1-a0-1}"},
+		{"{{ .a{{ .podName }}", "{{ .a" + "r1-a0-1"},
+		{"{{ .generatedName }}/{{ .podName }}", "{{ .generatedName }}/r1-a0-1"},
+		{"{{ .unknown }}{{ .podName }}{{ .namespace }}", "{{ .unknown }}r1-a0-1flyte-dev"},
+		// A value is not a template: the run's name is not rendered again.
+		{"{{ .runName }}", "{{ .podName }}"},
+		{"{{ .taskConfig.port }}", "{{ .taskConfig.port }}"}, // task config only in dynamic links
+	} {
+		in := input()
+		in.Run = "{{ .podName }}"
+		in.TaskConfig = map[string]string{"port": "8080"}
+		links := render(t, config.TaskLogConfig{Templates: []config.TaskLogTemplate{{TemplateURIs: []string{tc.uri}}}}, in)
+		if got := links[0].GetUri(); got != tc.want {
+			t.Errorf("%q rendered %q, want %q", tc.uri, got, tc.want)
+		}
+	}
+	cfg := config.TaskLogConfig{DynamicLogLinks: map[string]config.TaskLogTemplate{"wandb": {TemplateURIs: []string{
+		"{{ .taskConfig.port }}|{{ .taskConfig$port }}|{{ .TASKCONFIG.PORT }}|{{ .taskConfig.missing }}|{{ .taskConfigxport }}"}}}}
+	in := input()
+	in.TaskConfig = map[string]string{"link_type": "wandb", "port": "8080"}
+	if got, want := render(t, cfg, in)[0].GetUri(), "8080|8080|8080|{{ .taskConfig.missing }}|{{ .taskConfigxport }}"; got != want {
+		t.Errorf("dynamic link %q, want %q", got, want)
+	}
+}
+
 func TestAzureLink(t *testing.T) {
 	q := `PodName == "{{.podName}}" and NS == "{{ .namespace }}"`
 	cfg := config.TaskLogConfig{AzureLogTemplates: []config.AzureLogTemplate{
@@ -234,6 +266,24 @@ func TestInvalidLinkType(t *testing.T) {
 	for _, bad := range []string{`7`, `"xml"`, `true`} {
 		if err := f.UnmarshalJSON([]byte(bad)); err == nil {
 			t.Errorf("messageFormat %s accepted", bad)
+		}
+	}
+}
+
+// The links of an attempt are rendered for each event that carries them.
+func BenchmarkLinks(b *testing.B) {
+	cfg := config.DefaultTaskLogConfig()
+	cfg.Templates = []config.TaskLogTemplate{{DisplayName: "Grafana {{ .taskRetryAttempt }}", TemplateURIs: []string{
+		"https://g/{{ .namespace }}/{{ .podName }}/{{ .containerName }}?from={{ .podUnixStartTime }}&to={{ .podUnixFinishTime }}"}}}
+	r, err := tasklog.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := input()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Links(in); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
