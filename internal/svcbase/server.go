@@ -38,10 +38,16 @@ type Options struct {
 	Tick  func(ctx context.Context)
 }
 
+// compressMinBytes is the smallest response worth compressing when the client
+// accepts gzip. connect compresses every response by default, and most of ours
+// (a Record's or a reservation's acknowledgement) are a few bytes, for which
+// setting up a gzip writer costs more CPU than the bytes it would save.
+const compressMinBytes = 1 << 10
+
 // HandlerOptions are the connect handler options of a service whose
 // requests are at most maxBytes.
 func HandlerOptions(maxBytes int) []connect.HandlerOption {
-	return []connect.HandlerOption{connect.WithReadMaxBytes(maxBytes)}
+	return []connect.HandlerOption{connect.WithReadMaxBytes(maxBytes), connect.WithCompressMinBytes(compressMinBytes)}
 }
 
 // Server serves one service.

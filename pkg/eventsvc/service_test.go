@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -390,5 +391,40 @@ func TestRecordMetrics(t *testing.T) {
 		if !strings.Contains(string(body), want+"\n") {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)
 		}
+	}
+}
+
+// encodingRecorder notes the Content-Encoding of each response it carries.
+type encodingRecorder struct {
+	base http.RoundTripper
+	got  []string
+}
+
+func (r *encodingRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.base.RoundTrip(req)
+	if err == nil {
+		r.got = append(r.got, resp.Header.Get("Content-Encoding"))
+	}
+	return resp, err
+}
+
+// A Record's acknowledgement is a few bytes: gzip would cost the service
+// more CPU than it saves, so it goes out as it is; a page of events is
+// compressed for a client that accepts gzip.
+func TestOnlyLargeResponsesCompressed(t *testing.T) {
+	srv := startServer(t, sqliteStore(t))
+	rec := &encodingRecorder{base: http.DefaultTransport}
+	c := newClients(srv.URL(), &http.Client{Transport: rec})
+	evs := make([]*workflow.ActionEvent, 0, 50)
+	for i := range 50 {
+		evs = append(evs, ev("compress", fmt.Sprintf("a%d", i), 1, common.ActionPhase_ACTION_PHASE_QUEUED, 0, "a message long enough to add up"))
+	}
+	record(t, c, evs...)
+	resp, err := c.ListActionEvents(context.Background(), connect.NewRequest(&eventsv2.ListActionEventsRequest{Run: "compress"}))
+	if err != nil || len(resp.Msg.GetEvents()) != len(evs) {
+		t.Fatalf("list: %d events, %v", len(resp.Msg.GetEvents()), err)
+	}
+	if want := []string{"", "gzip"}; !slices.Equal(rec.got, want) {
+		t.Fatalf("response encodings (Record, List) = %q, want %q", rec.got, want)
 	}
 }
