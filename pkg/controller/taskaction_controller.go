@@ -219,8 +219,13 @@ func (r *Reconciler) saturated() bool {
 		metrics.NotePressure()
 		return true
 	}
-	return metrics.APIPressureWithin(pressureMemory)
+	return UnderPressure()
 }
+
+// UnderPressure says whether the executor was saturated (saturated: its own
+// queue, as reconciles last saw it, or the API server) within
+// pressureMemory. The events batcher reads it to hold its batches longer.
+func UnderPressure() bool { return metrics.APIPressureWithin(pressureMemory) }
 
 // launch creates the attempt's pod and puts the outcome into w.
 func (r *Reconciler) launch(ctx context.Context, w *World, p plugin.Plugin, now time.Time) error {

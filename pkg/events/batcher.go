@@ -47,6 +47,18 @@ type BatcherOptions struct {
 	// together send their next events together) nobody waits out MaxDelay.
 	// Default 2ms; negative: wait for MaxDelay or MaxBatch only.
 	MaxIdle time.Duration
+	// Saturated, when set, says whether the executor is short of capacity.
+	// A batch begun while it is waits SaturatedDelay for more events, without
+	// MaxIdle: each Record call costs the events service (and its database)
+	// far more than an event in it, and the reconciles that wait longer for
+	// their acknowledgement would wait for CPU anyway. Measured on the bench
+	// rig (N=2000, QPS 1000, three runs each): 414 Record calls per 1,000
+	// events became 121 and the events service's CPU halved (4.4 → 2.0 s),
+	// for completions p50 65 → 136 ms.
+	Saturated func() bool
+	// SaturatedDelay replaces MaxDelay for a batch begun while Saturated.
+	// Default 60ms.
+	SaturatedDelay time.Duration
 	// QueueSize bounds events accepted but not yet in a batch; Record blocks
 	// (until its context is done) when the queue is full. Default 4096.
 	QueueSize int
@@ -76,6 +88,7 @@ func (o BatcherOptions) withDefaults() BatcherOptions {
 	if o.MaxIdle == 0 {
 		o.MaxIdle = 2 * time.Millisecond
 	}
+	defDur(&o.SaturatedDelay, 60*time.Millisecond)
 	def(&o.QueueSize, 4096)
 	def(&o.MaxInFlight, 4)
 	defDur(&o.CallTimeout, 5*time.Second)
@@ -211,7 +224,9 @@ func (b *Batcher) Start(ctx context.Context) error {
 
 	var batch []*pending
 	var timerC, idleC <-chan time.Time
-	ready := false
+	// ready: the batch may go out (its delay or idle time is over);
+	// held: it was begun while saturated, so only its delay counts.
+	ready, held := false, false
 loop:
 	for {
 		var queueC <-chan *pending
@@ -228,10 +243,15 @@ loop:
 		case p := <-queueC:
 			batch = append(batch, p)
 			if len(batch) == 1 {
-				timer.Reset(b.opts.MaxDelay)
+				held = b.opts.Saturated != nil && b.opts.Saturated()
+				delay := b.opts.MaxDelay
+				if held {
+					delay = b.opts.SaturatedDelay
+				}
+				timer.Reset(delay)
 				timerC = timer.C
 			}
-			if b.opts.MaxIdle > 0 && !ready {
+			if b.opts.MaxIdle > 0 && !ready && !held {
 				idle.Reset(b.opts.MaxIdle)
 				idleC = idle.C
 			}

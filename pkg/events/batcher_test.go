@@ -372,6 +372,10 @@ func TestBatcherDelay(t *testing.T) {
 		{"a lone event goes once the queue is idle", events.BatcherOptions{MaxDelay: time.Second, MaxIdle: 5 * time.Millisecond}, 0, 500 * time.Millisecond},
 		{"without MaxIdle it waits out MaxDelay", events.BatcherOptions{MaxDelay: 300 * time.Millisecond, MaxIdle: -1}, 300 * time.Millisecond, 5 * time.Second},
 		{"a full batch does not wait", events.BatcherOptions{MaxBatch: 1, MaxDelay: time.Second, MaxIdle: -1}, 0, 500 * time.Millisecond},
+		{"while saturated a batch waits out SaturatedDelay, not MaxIdle", events.BatcherOptions{MaxDelay: time.Millisecond, MaxIdle: time.Millisecond,
+			Saturated: func() bool { return true }, SaturatedDelay: 300 * time.Millisecond}, 300 * time.Millisecond, 5 * time.Second},
+		{"otherwise MaxIdle and MaxDelay", events.BatcherOptions{MaxDelay: time.Second, MaxIdle: 5 * time.Millisecond,
+			Saturated: func() bool { return false }, SaturatedDelay: time.Minute}, 0, 5 * time.Second},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -410,5 +414,27 @@ func TestBatcherMetrics(t *testing.T) {
 	}
 	if got["executor_events_acknowledged_total"] != 3 || got["executor_events_record_calls_total"] < 1 || len(got) != 6 {
 		t.Errorf("metrics %v", got)
+	}
+}
+
+// While the executor is saturated, events that arrive further apart than
+// MaxIdle still share one Record call.
+func TestBatcherHoldsBatchesWhileSaturated(t *testing.T) {
+	srv := eventsvctest.Start(t, eventsvctest.Options{})
+	b := events.NewBatcher(events.NewClient(srv.URL, nil), events.BatcherOptions{MaxBatch: 3, MaxIdle: time.Millisecond,
+		Saturated: func() bool { return true }, SaturatedDelay: time.Minute})
+	startBatcher(t, b)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			if err := b.Record(context.Background(), event("saturated", i)); err != nil {
+				t.Error(err)
+			}
+		})
+		time.Sleep(20 * time.Millisecond) // well past MaxIdle
+	}
+	wg.Wait()
+	if got := srv.Store.BatchSizes(); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("batch sizes %v, want one batch of 3", got)
 	}
 }

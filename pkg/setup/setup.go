@@ -192,7 +192,8 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options, setting
 	}
 	rec := opts.Recorder
 	if rec == nil {
-		b := events.NewBatcher(events.NewClient(cfg.EventsServiceURL, events.DefaultHTTPClient()), events.BatcherOptions{})
+		b := events.NewBatcher(events.NewClient(cfg.EventsServiceURL, events.DefaultHTTPClient()),
+			events.BatcherOptions{Saturated: controller.UnderPressure})
 		if err := mgr.Add(b); err != nil {
 			return fmt.Errorf("add events batcher: %w", err)
 		}
