@@ -438,3 +438,25 @@ func TestBatcherHoldsBatchesWhileSaturated(t *testing.T) {
 		t.Fatalf("batch sizes %v, want one batch of 3", got)
 	}
 }
+
+// A completion's event is not held while saturated, nor are the events
+// already waiting in the batch it joins.
+func TestBatcherDoesNotHoldCompletions(t *testing.T) {
+	srv := eventsvctest.Start(t, eventsvctest.Options{})
+	b := events.NewBatcher(events.NewClient(srv.URL, nil), events.BatcherOptions{MaxIdle: time.Millisecond,
+		Saturated: func() bool { return true }, SaturatedDelay: time.Hour})
+	startBatcher(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	held := make(chan error, 1)
+	go func() { held <- b.Record(ctx, event("completions", 0)) }()
+	time.Sleep(20 * time.Millisecond) // the running event begins a held batch
+	done := event("completions", 1)
+	done.Phase = events.PhaseSucceeded
+	if err := b.Record(ctx, done); err != nil {
+		t.Fatalf("terminal event: %v (held for SaturatedDelay?)", err)
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("the event waiting in the batch: %v (still held?)", err)
+	}
+}

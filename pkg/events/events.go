@@ -28,6 +28,16 @@ const (
 	PhaseRecovered Phase = "RECOVERED"
 )
 
+// Terminal says whether p ends the action: its event is a completion's, which
+// a held batch does not keep waiting.
+func (p Phase) Terminal() bool {
+	switch p {
+	case PhaseSucceeded, PhaseFailed, PhaseAborted, PhaseTimedOut, PhaseRecovered:
+		return true
+	}
+	return false
+}
+
 // ErrorInfo is the error an event carries. Flyte's ErrorInfo has a message and
 // a kind only; the code travels at the head of the message, as "[code] message".
 type ErrorInfo struct {
