@@ -368,21 +368,28 @@ func TestBatcherDelay(t *testing.T) {
 		name     string
 		opts     events.BatcherOptions
 		min, max time.Duration
+		phase    events.Phase // default RUNNING
 	}{
-		{"a lone event goes once the queue is idle", events.BatcherOptions{MaxDelay: time.Second, MaxIdle: 5 * time.Millisecond}, 0, 500 * time.Millisecond},
-		{"without MaxIdle it waits out MaxDelay", events.BatcherOptions{MaxDelay: 300 * time.Millisecond, MaxIdle: -1}, 300 * time.Millisecond, 5 * time.Second},
-		{"a full batch does not wait", events.BatcherOptions{MaxBatch: 1, MaxDelay: time.Second, MaxIdle: -1}, 0, 500 * time.Millisecond},
+		{"a lone event goes once the queue is idle", events.BatcherOptions{MaxDelay: time.Second, MaxIdle: 5 * time.Millisecond}, 0, 500 * time.Millisecond, ""},
+		{"without MaxIdle it waits out MaxDelay", events.BatcherOptions{MaxDelay: 300 * time.Millisecond, MaxIdle: -1}, 300 * time.Millisecond, 5 * time.Second, ""},
+		{"a full batch does not wait", events.BatcherOptions{MaxBatch: 1, MaxDelay: time.Second, MaxIdle: -1}, 0, 500 * time.Millisecond, ""},
 		{"while saturated a batch waits out SaturatedDelay, not MaxIdle", events.BatcherOptions{MaxDelay: time.Millisecond, MaxIdle: time.Millisecond,
-			Saturated: func() bool { return true }, SaturatedDelay: 300 * time.Millisecond}, 300 * time.Millisecond, 5 * time.Second},
+			Saturated: func() bool { return true }, SaturatedDelay: 300 * time.Millisecond}, 300 * time.Millisecond, 5 * time.Second, ""},
 		{"otherwise MaxIdle and MaxDelay", events.BatcherOptions{MaxDelay: time.Second, MaxIdle: 5 * time.Millisecond,
-			Saturated: func() bool { return false }, SaturatedDelay: time.Minute}, 0, 5 * time.Second},
+			Saturated: func() bool { return false }, SaturatedDelay: time.Minute}, 0, 5 * time.Second, ""},
+		{"a completion's event is not held while saturated", events.BatcherOptions{MaxDelay: time.Second, MaxIdle: 5 * time.Millisecond,
+			Saturated: func() bool { return true }, SaturatedDelay: time.Minute}, 0, 30 * time.Second, events.PhaseSucceeded},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := events.NewBatcher(events.NewClient(srv.URL, nil), tc.opts)
 			startBatcher(t, b)
+			ev := event(fmt.Sprintf("delay-%d", i), 1)
+			if tc.phase != "" {
+				ev.Phase = tc.phase
+			}
 			start := time.Now()
-			if err := b.Record(context.Background(), event(fmt.Sprintf("delay-%d", i), 1)); err != nil {
+			if err := b.Record(context.Background(), ev); err != nil {
 				t.Fatal(err)
 			}
 			if d := time.Since(start); d < tc.min || d > tc.max {
@@ -440,23 +447,49 @@ func TestBatcherHoldsBatchesWhileSaturated(t *testing.T) {
 }
 
 // A completion's event is not held while saturated, nor are the events
-// already waiting in the batch it joins.
+// already waiting in the batch it joins. Both are queued before the batcher
+// starts, the running event first, so that it begins the held batch.
 func TestBatcherDoesNotHoldCompletions(t *testing.T) {
 	srv := eventsvctest.Start(t, eventsvctest.Options{})
 	b := events.NewBatcher(events.NewClient(srv.URL, nil), events.BatcherOptions{MaxIdle: time.Millisecond,
 		Saturated: func() bool { return true }, SaturatedDelay: time.Hour})
-	startBatcher(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	held := make(chan error, 1)
-	go func() { held <- b.Record(ctx, event("completions", 0)) }()
-	time.Sleep(20 * time.Millisecond) // the running event begins a held batch
-	done := event("completions", 1)
+	running, done := event("completions", 0), event("completions", 1)
 	done.Phase = events.PhaseSucceeded
-	if err := b.Record(ctx, done); err != nil {
+	heldErr, doneErr := make(chan error, 1), make(chan error, 1)
+	go func() { heldErr <- b.Record(ctx, running) }()
+	waitForQueue(t, b, 1)
+	go func() { doneErr <- b.Record(ctx, done) }()
+	waitForQueue(t, b, 2)
+	startBatcher(t, b)
+	if err := <-doneErr; err != nil {
 		t.Fatalf("terminal event: %v (held for SaturatedDelay?)", err)
 	}
-	if err := <-held; err != nil {
+	if err := <-heldErr; err != nil {
 		t.Fatalf("the event waiting in the batch: %v (still held?)", err)
+	}
+}
+
+// waitForQueue waits until n events wait in b's queue (its queue-length gauge).
+func waitForQueue(t *testing.T, b *events.Batcher, n int) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(b)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "executor_events_queue_length" && int(f.GetMetric()[0].GetGauge().GetValue()) == n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events never queued", n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
