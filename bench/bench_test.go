@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,6 +94,45 @@ func TestReportWrite(t *testing.T) {
 	}
 	if math.Abs(r.Modes[0].Controller.TotalPerTA-1) > 1e-9 {
 		t.Fatal(r.Modes[0].Controller.TotalPerTA)
+	}
+}
+
+// --rounds: each round's executor is compared with that round's floor, in
+// whichever order they ran; a round with a failed run has no ratio; the
+// median is over the rounds, and the full table is the median round's.
+func TestReportRounds(t *testing.T) {
+	run := func(mode string, round int, perSecond, machineCPU float64) *ModeResult {
+		return &ModeResult{Mode: mode, Round: round, N: 10, Succeeded: 10, TaskActionsPerSecond: perSecond, MachineCPUSeconds: machineCPU, Completions: []float64{1}}
+	}
+	r := &Report{Params: Params{N: 10, Rounds: 4}, Modes: []*ModeResult{
+		run("floor", 1, 50, 1), run("executor", 1, 40, 1.25), // 0.80
+		run("executor", 2, 30, 1), run("floor", 2, 60, 1), // 0.50
+		run("floor", 3, 40, 1), run("executor", 3, 28, 1.5), // 0.70
+		run("floor", 4, 40, 1), {Mode: "executor", Round: 4, Error: "timed out"},
+	}}
+	r.Rounds = roundResults(r.Modes)
+	want := []RoundResult{
+		{Round: 1, First: "floor", FloorPerSecond: 50, ExecutorPerSecond: 40, Ratio: 0.8, MachineCPURatio: 1.25},
+		{Round: 2, First: "executor", FloorPerSecond: 60, ExecutorPerSecond: 30, Ratio: 0.5, MachineCPURatio: 1},
+		{Round: 3, First: "floor", FloorPerSecond: 40, ExecutorPerSecond: 28, Ratio: 0.7, MachineCPURatio: 1.5},
+	}
+	if !reflect.DeepEqual(r.Rounds, want) {
+		t.Fatalf("rounds %+v, want %+v", r.Rounds, want)
+	}
+	if round, median := medianRound(r.Rounds); round != 3 || median != 0.7 {
+		t.Fatalf("median round %d ratio %v, want round 3 and 0.7", round, median)
+	}
+	if round, median := medianRound(want[:2]); round != 2 || median != 0.65 {
+		t.Fatalf("median of two: round %d ratio %v, want the lower (round 2) and 0.65", round, median)
+	}
+	if m := r.mode("executor"); m == nil || m.Round != 3 {
+		t.Fatalf("table's executor run %+v, want round 3's", m)
+	}
+	md := r.Markdown("x.png")
+	for _, s := range []string{"**Median ratio 0.70**", "the table after this one is round 3's", "| 2 | executor | 60.0 | 30.0 | 0.50 | 1.00 |", "| **TaskActions/s to terminal** | 40.0 | 28.0 | 0.70 |"} {
+		if !strings.Contains(md, s) {
+			t.Fatalf("markdown lacks %q:\n%s", s, md)
+		}
 	}
 }
 
@@ -376,7 +416,7 @@ func TestFloorPodBuilder(t *testing.T) {
 
 // The bench's flags that cannot go together are refused before any rig starts.
 func TestOptionsRefused(t *testing.T) {
-	ok := options{N: 10, Mode: "both", Workload: workloadTyped, FloorPod: floorPodMinimal, GCInterval: time.Minute, GCTTL: time.Second}
+	ok := options{N: 10, Mode: "both", Workload: workloadTyped, FloorPod: floorPodMinimal, GCInterval: time.Minute, GCTTL: time.Second, Rounds: 1}
 	if err := ok.check(); err != nil {
 		t.Fatalf("valid options refused: %v", err)
 	}
@@ -384,6 +424,9 @@ func TestOptionsRefused(t *testing.T) {
 		"--floor-webhook with the deletion phase": func(o *options) { o.FloorWebhook, o.GC = true, true },
 		"--floor-pod large":                       func(o *options) { o.FloorPod = "large" },
 		"--n 0":                                   func(o *options) { o.N = 0 },
+		"--rounds 0":                              func(o *options) { o.Rounds = 0 },
+		"--rounds 3 of the executor alone":        func(o *options) { o.Rounds, o.Mode = 3, "executor" },
+		"--rounds 3 with --profile-apiserver":     func(o *options) { o.Rounds, o.ProfileAPIServer = 3, time.Minute },
 	} {
 		o := ok
 		mutate(&o)

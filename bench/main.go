@@ -73,7 +73,9 @@ type options struct {
 	GCTTL      time.Duration
 	GCTimeout  time.Duration
 
-	Search         bool
+	Search bool
+	// Rounds repeats floor and executor, alternating which goes first.
+	Rounds         int
 	SearchStart    float64
 	SearchFactor   float64
 	SearchStep     time.Duration
@@ -128,6 +130,7 @@ func main() {
 	fs.DurationVar(&o.GCInterval, "gc-interval", time.Minute, "with --gc: the executor's gc.interval in the deletion phase (its minimum, 1m; the collector also sweeps once at start, which finds every TaskAction expired)")
 	fs.DurationVar(&o.GCTTL, "gc-ttl", time.Second, "with --gc: the executor's gc.maxTTL in the deletion phase")
 	fs.DurationVar(&o.GCTimeout, "gc-timeout", 0, "with --gc: bound on the wait for every TaskAction to be gone; 0: 90s + n×50ms")
+	fs.IntVar(&o.Rounds, "rounds", 1, "with --mode both: run floor and executor this many times, alternating which goes first (floor, executor; executor, floor; …), each on a fresh control plane; the report gives each round's ratio and their median, and its full table is the median round's")
 	fs.BoolVar(&o.Search, "search", false, "steady-rate search instead of one run of --n: the highest creation rate each controller sustains with p99 create → terminal within --search-p99")
 	fs.Float64Var(&o.SearchStart, "search-start", 10, "with --search: the first rate (TaskActions/s)")
 	fs.Float64Var(&o.SearchFactor, "search-factor", 2, "with --search: each next rate is the last × this")
@@ -194,6 +197,12 @@ func (o *options) check() error {
 	case "executor", "floor", "both":
 	default:
 		return fmt.Errorf("--mode %q: want executor, floor or both", o.Mode)
+	}
+	if o.Rounds < 1 {
+		return errors.New("--rounds must be at least 1")
+	}
+	if o.Rounds > 1 && (o.Mode != "both" || o.Search || o.ProfileAPIServer > 0) {
+		return errors.New("--rounds above 1 needs --mode both, and neither --search nor --profile-apiserver (one profile per mode)")
 	}
 	return nil
 }
@@ -283,6 +292,9 @@ func run(ctx context.Context, o options) error {
 			Unrelated: o.Unrelated},
 		Machine: machineInfo(o.Root),
 	}
+	if o.Rounds > 1 {
+		rep.Params.Rounds = o.Rounds
+	}
 	if o.Mode != "floor" {
 		rep.Params.ExecutorBin = o.ExecutorBin
 		rep.Params.ExecutorSHA = fileSHA(o.ExecutorBin)
@@ -314,24 +326,38 @@ func run(ctx context.Context, o options) error {
 	if o.GC && !o.Search {
 		rep.Params.GCInterval, rep.Params.GCTTL = o.GCInterval.String(), o.GCTTL.String()
 	}
-	for _, m := range modes {
-		logf("=== mode %s: %d TaskActions (rate %v/s, fail fraction %.2f)", m, o.N, o.Rate, o.FailFraction)
-		res, err := runMode(ctx, o, m)
-		if res != nil {
+	for round := 1; round <= o.Rounds; round++ {
+		order := modes
+		if round%2 == 0 && len(modes) == 2 {
+			order = []string{modes[1], modes[0]} // drift within the hour hits both sides alike
+		}
+		for _, m := range order {
+			if o.Rounds > 1 {
+				logf("=== round %d of %d", round, o.Rounds)
+			}
+			logf("=== mode %s: %d TaskActions (rate %v/s, fail fraction %.2f)", m, o.N, o.Rate, o.FailFraction)
+			res, err := runMode(ctx, o, m)
+			if res == nil {
+				res = &ModeResult{Mode: m}
+			}
+			if o.Rounds > 1 {
+				res.Round = round
+			}
 			rep.Modes = append(rep.Modes, res)
+			if err != nil {
+				if ctx.Err() != nil {
+					return err
+				}
+				logf("mode %s failed: %v", m, err)
+				res.Error = err.Error()
+				continue
+			}
 			logf("=== mode %s: %s", m, res.Summary())
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return err
-			}
-			logf("mode %s failed: %v", m, err)
-			if res == nil {
-				rep.Modes = append(rep.Modes, &ModeResult{Mode: m, Error: err.Error()})
-			} else {
-				res.Error = err.Error()
-			}
-		}
+	}
+	rep.Rounds = roundResults(rep.Modes)
+	for _, rr := range rep.Rounds {
+		logf("=== round %d: floor %.1f, executor %.1f TaskActions/s (%.2f)", rr.Round, rr.FloorPerSecond, rr.ExecutorPerSecond, rr.Ratio)
 	}
 	rep.Finished = time.Now().UTC()
 	paths, err := rep.Write(o.Results, o.Tag)

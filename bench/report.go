@@ -20,6 +20,8 @@ type Report struct {
 	Params   Params        `json:"params"`
 	Machine  Machine       `json:"machine"`
 	Modes    []*ModeResult `json:"modes"`
+	// Rounds are --rounds' pairs, one per round (none for a single round).
+	Rounds []RoundResult `json:"rounds,omitempty"`
 	// SearchParams and Search are --search's.
 	SearchParams *SearchParams   `json:"searchParams,omitempty"`
 	Search       []*SearchResult `json:"search,omitempty"`
@@ -51,6 +53,8 @@ type Params struct {
 	// Unrelated is --unrelated: TaskActions, and as many pods, in another
 	// namespace, present before the controller started.
 	Unrelated int `json:"unrelated,omitempty"`
+	// Rounds is --rounds when above 1.
+	Rounds int `json:"rounds,omitempty"`
 }
 
 type Percentiles struct {
@@ -96,8 +100,71 @@ type RateLimiterStats struct {
 	WaitMSPerRequest float64 `json:"waitMsPerRequest"`
 }
 
+// RoundResult is one round of --rounds: a floor run and an executor run
+// back to back, each on a fresh control plane, compared with each other
+// only, since the machine's speed drifts between rounds.
+type RoundResult struct {
+	Round             int     `json:"round"`
+	First             string  `json:"first"`
+	FloorPerSecond    float64 `json:"floorTaskActionsPerSecond"`
+	ExecutorPerSecond float64 `json:"executorTaskActionsPerSecond"`
+	Ratio             float64 `json:"ratio"`
+	// MachineCPURatio is the executor's machine CPU per TaskAction over the floor's.
+	MachineCPURatio float64 `json:"machineCPUPerTaskActionRatio"`
+}
+
+// roundResults pairs the floor and executor runs of each round; a round
+// with a failed or missing run has no pair.
+func roundResults(modes []*ModeResult) []RoundResult {
+	var out []RoundResult
+	for i, m := range modes {
+		if m.Round == 0 || (i > 0 && modes[i-1].Round == m.Round) {
+			continue
+		}
+		var fl, ex *ModeResult
+		for _, o := range modes[i:] {
+			if o.Round != m.Round {
+				break
+			}
+			if o.Mode == "floor" {
+				fl = o
+			} else if o.Mode == "executor" {
+				ex = o
+			}
+		}
+		if fl == nil || ex == nil || fl.Error != "" || ex.Error != "" || fl.TaskActionsPerSecond <= 0 {
+			continue
+		}
+		rr := RoundResult{Round: m.Round, First: m.Mode, FloorPerSecond: fl.TaskActionsPerSecond,
+			ExecutorPerSecond: ex.TaskActionsPerSecond, Ratio: round3(ex.TaskActionsPerSecond / fl.TaskActionsPerSecond)}
+		if fl.MachineCPUSeconds > 0 && fl.N > 0 && ex.N > 0 {
+			rr.MachineCPURatio = round3(ex.MachineCPUSeconds / float64(ex.N) / (fl.MachineCPUSeconds / float64(fl.N)))
+		}
+		out = append(out, rr)
+	}
+	return out
+}
+
+// medianRound is the round whose ratio is the median (of an even count, the
+// lower of the middle two), and the median ratio itself; 0, 0 without rounds.
+func medianRound(rs []RoundResult) (round int, median float64) {
+	if len(rs) == 0 {
+		return 0, 0
+	}
+	s := append([]RoundResult(nil), rs...)
+	sort.SliceStable(s, func(i, j int) bool { return s[i].Ratio < s[j].Ratio })
+	mid := (len(s) - 1) / 2
+	median = s[mid].Ratio
+	if len(s)%2 == 0 {
+		median = round3((s[mid].Ratio + s[mid+1].Ratio) / 2)
+	}
+	return s[mid].Round, median
+}
+
 type ModeResult struct {
-	Mode               string `json:"mode"`
+	Mode string `json:"mode"`
+	// Round is the mode's round of --rounds (1-based; 0 for a single round).
+	Round              int    `json:"round,omitempty"`
 	Workload           string `json:"workload,omitempty"`
 	Error              string `json:"error,omitempty"`
 	N                  int    `json:"n"`
@@ -230,9 +297,12 @@ func (r *Report) Write(dir, tag string) ([]string, error) {
 	return []string{jp, mp, pp}, nil
 }
 
+// mode is the run of mode name that the full table shows: with --rounds,
+// the median round's.
 func (r *Report) mode(name string) *ModeResult {
+	round, _ := medianRound(r.Rounds)
 	for _, m := range r.Modes {
-		if m.Mode == name {
+		if m.Mode == name && (round == 0 || m.Round == round) {
 			return m
 		}
 	}
@@ -268,6 +338,15 @@ func (r *Report) Markdown(png string) string {
 	}
 	p("Machine: %d CPUs (%s), %d GiB, Linux %s, %s, commit %s, load average at start %s.\n\n",
 		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemoryKiB>>20, r.Machine.Kernel, r.Machine.GoVersion, short(r.Machine.Commit), r.Machine.LoadAvg)
+	if len(r.Rounds) > 0 {
+		round, median := medianRound(r.Rounds)
+		p("## Rounds\n\n%d rounds, each a floor run and an executor run on fresh control planes, alternating which goes first; each round's executor is compared with that round's floor only. **Median ratio %.2f**; the table after this one is round %d's, the median round.\n\n", len(r.Rounds), median, round)
+		p("| round | first | floor TaskActions/s | executor TaskActions/s | executor ÷ floor | machine CPU / TaskAction, executor ÷ floor |\n|---:|---|---:|---:|---:|---:|\n")
+		for _, rr := range r.Rounds {
+			p("| %d | %s | %.1f | %.1f | %.2f | %.2f |\n", rr.Round, rr.First, rr.FloorPerSecond, rr.ExecutorPerSecond, rr.Ratio, rr.MachineCPURatio)
+		}
+		p("\n")
+	}
 	fl, ex := r.mode("floor"), r.mode("executor")
 	cols := []*ModeResult{}
 	hdr := "| |"
@@ -423,7 +502,11 @@ func (r *Report) Markdown(png string) string {
 		}
 	}
 	p("\n![completions over time](%s)\n\n", png)
-	p("The chart: TaskActions terminal (y, 0 to N) against seconds since the first create (x); floor in blue, executor in red; grid lines every 10%% of N and at round seconds (the numbers on the axes are the maxima).\n")
+	every := ""
+	if len(r.Rounds) > 0 {
+		every = ", one line per run of every round"
+	}
+	p("The chart: TaskActions terminal (y, 0 to N) against seconds since the first create (x); floor in blue, executor in red%s; grid lines every 10%% of N and at round seconds (the numbers on the axes are the maxima).\n", every)
 	return b.String()
 }
 
