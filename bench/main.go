@@ -73,9 +73,10 @@ type options struct {
 	GCTTL      time.Duration
 	GCTimeout  time.Duration
 
-	Search bool
 	// Rounds repeats floor and executor, alternating which goes first.
-	Rounds         int
+	Rounds int
+
+	Search         bool
 	SearchStart    float64
 	SearchFactor   float64
 	SearchStep     time.Duration
@@ -331,10 +332,10 @@ func run(ctx context.Context, o options) error {
 		if round%2 == 0 && len(modes) == 2 {
 			order = []string{modes[1], modes[0]} // drift within the hour hits both sides alike
 		}
+		if o.Rounds > 1 {
+			logf("=== round %d of %d", round, o.Rounds)
+		}
 		for _, m := range order {
-			if o.Rounds > 1 {
-				logf("=== round %d of %d", round, o.Rounds)
-			}
 			logf("=== mode %s: %d TaskActions (rate %v/s, fail fraction %.2f)", m, o.N, o.Rate, o.FailFraction)
 			res, err := runMode(ctx, o, m)
 			if res == nil {

@@ -113,29 +113,36 @@ type RoundResult struct {
 	MachineCPURatio float64 `json:"machineCPUPerTaskActionRatio"`
 }
 
-// roundResults pairs the floor and executor runs of each round; a round
-// with a failed or missing run has no pair.
+// roundResults pairs the floor and executor runs of each round, in round
+// order; a round with a failed or missing run has no pair.
 func roundResults(modes []*ModeResult) []RoundResult {
-	var out []RoundResult
-	for i, m := range modes {
-		if m.Round == 0 || (i > 0 && modes[i-1].Round == m.Round) {
+	type pair struct{ first, floor, executor *ModeResult }
+	var rounds []int
+	byRound := map[int]*pair{}
+	for _, m := range modes {
+		if m.Round == 0 {
 			continue
 		}
-		var fl, ex *ModeResult
-		for _, o := range modes[i:] {
-			if o.Round != m.Round {
-				break
-			}
-			if o.Mode == "floor" {
-				fl = o
-			} else if o.Mode == "executor" {
-				ex = o
-			}
+		pr := byRound[m.Round]
+		if pr == nil {
+			pr = &pair{first: m}
+			byRound[m.Round] = pr
+			rounds = append(rounds, m.Round)
 		}
+		switch m.Mode {
+		case "floor":
+			pr.floor = m
+		case "executor":
+			pr.executor = m
+		}
+	}
+	var out []RoundResult
+	for _, r := range rounds {
+		fl, ex := byRound[r].floor, byRound[r].executor
 		if fl == nil || ex == nil || fl.Error != "" || ex.Error != "" || fl.TaskActionsPerSecond <= 0 {
 			continue
 		}
-		rr := RoundResult{Round: m.Round, First: m.Mode, FloorPerSecond: fl.TaskActionsPerSecond,
+		rr := RoundResult{Round: r, First: byRound[r].first.Mode, FloorPerSecond: fl.TaskActionsPerSecond,
 			ExecutorPerSecond: ex.TaskActionsPerSecond, Ratio: round3(ex.TaskActionsPerSecond / fl.TaskActionsPerSecond)}
 		if fl.MachineCPUSeconds > 0 && fl.N > 0 && ex.N > 0 {
 			rr.MachineCPURatio = round3(ex.MachineCPUSeconds / float64(ex.N) / (fl.MachineCPUSeconds / float64(fl.N)))
