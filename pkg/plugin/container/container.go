@@ -171,32 +171,6 @@ func (p *Plugin) Observe(ctx context.Context, r client.Reader, tc plugin.TaskCon
 	return ObservePod(pod, now, tc.Settings), nil
 }
 
-// Abort deletes the attempt's pod (in the background: its owner is done with
-// it). A pod that is gone, already being deleted or not ours is left alone.
-func (p *Plugin) Abort(ctx context.Context, c client.Client, tc plugin.TaskContext) error {
-	key := types.NamespacedName{Namespace: tc.TaskAction.Namespace, Name: p.ResourceName(tc)}
-	pod := &corev1.Pod{}
-	opts := []client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground)}
-	switch err := c.Get(ctx, key, pod); {
-	case apierrors.IsNotFound(err):
-		// The cache may not have seen a pod we just created: delete by name.
-		pod = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	case err != nil:
-		return fmt.Errorf("get pod %s: %w", key, err)
-	case pod.DeletionTimestamp != nil || !ownedBy(pod, tc.TaskAction):
-		return nil
-	default:
-		// Delete exactly the pod we looked at, not a successor of the same name.
-		uid := pod.UID
-		opts = append(opts, client.Preconditions{UID: &uid})
-	}
-	err := c.Delete(ctx, pod, opts...)
-	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	return fmt.Errorf("delete pod %s: %w", key, err)
-}
-
 // Finalize has nothing to release: the pods go with their TaskAction.
 func (p *Plugin) Finalize(context.Context, client.Client, plugin.TaskContext) error { return nil }
 

@@ -3,7 +3,6 @@ package container
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -195,45 +194,30 @@ func TestObserve(t *testing.T) {
 	}
 }
 
-func TestAbort(t *testing.T) {
-	tc := plugin.TaskContext{TaskAction: testTA(), Attempt: 1}
-	cases := []struct {
-		name        string
-		c           *stubClient
-		wantDeletes int
-		wantUID     bool
-		wantErr     bool
-	}{
-		{name: "ours: delete with UID precondition", c: &stubClient{pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1")}}, wantDeletes: 1, wantUID: true},
-		{name: "not in cache: delete by name", c: &stubClient{}, wantDeletes: 1},
-		{name: "already gone", c: &stubClient{deleteErr: apierrors.NewNotFound(podGR, "act-0")}, wantDeletes: 1},
-		{name: "replaced meanwhile", c: &stubClient{pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1")}, deleteErr: apierrors.NewConflict(podGR, "act-0", errors.New("uid precondition"))}, wantDeletes: 1, wantUID: true},
-		{name: "already being deleted", c: &stubClient{pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1", beingDeleted)}}},
-		{name: "not ours: left alone", c: &stubClient{pods: map[string]*corev1.Pod{"act-0": ownedPod("other")}}},
-		{name: "delete fails", c: &stubClient{deleteErr: apierrors.NewInternalError(fmt.Errorf("x"))}, wantDeletes: 1, wantErr: true},
-		{name: "read fails", c: &stubClient{getErr: apierrors.NewInternalError(fmt.Errorf("x"))}, wantErr: true},
+// TestPluginNeverDeletes: the reconciler alone deletes an attempt's pod, and
+// only exactly the pod it observed (UID precondition). The plugin has no
+// Abort (it deleted by name when the pod was not in the cache, so it could
+// remove a successor of the same name), and none of its methods deletes.
+func TestPluginNeverDeletes(t *testing.T) {
+	p := New()
+	if _, ok := any(p).(interface {
+		Abort(context.Context, client.Client, plugin.TaskContext) error
+	}); ok {
+		t.Error("the container plugin has an Abort method: pods are deleted by the reconciler, with a UID precondition")
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			err := New().Abort(context.Background(), c.c, tc)
-			if (err != nil) != c.wantErr {
-				t.Fatalf("err = %v", err)
-			}
-			if len(c.c.deleted) != c.wantDeletes {
-				t.Fatalf("deletes = %d, want %d", len(c.c.deleted), c.wantDeletes)
-			}
-			if c.wantDeletes == 0 {
-				return
-			}
-			d := c.c.deleted[0]
-			if d.PropagationPolicy == nil || *d.PropagationPolicy != metav1.DeletePropagationBackground {
-				t.Errorf("propagation = %v", d.PropagationPolicy)
-			}
-			hasUID := d.Preconditions != nil && d.Preconditions.UID != nil && *d.Preconditions.UID == "pod-uid"
-			if hasUID != c.wantUID {
-				t.Errorf("uid precondition = %v, want %v", hasUID, c.wantUID)
-			}
-		})
+	tc := plugin.TaskContext{TaskAction: testTA(), Attempt: 1, Now: t0}
+	for _, c := range []*stubClient{
+		{},
+		{pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1")}},
+		{pods: map[string]*corev1.Pod{"act-0": ownedPod("other")}},
+		{createErr: apierrors.NewAlreadyExists(podGR, "act-0"), pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1", beingDeleted)}},
+	} {
+		_ = p.Launch(context.Background(), c, tc)
+		_, _ = p.Observe(context.Background(), c, tc)
+		_ = p.Finalize(context.Background(), c, tc)
+		if len(c.deleted) != 0 {
+			t.Errorf("the plugin deleted a pod (%d deletes)", len(c.deleted))
+		}
 	}
 }
 
