@@ -102,10 +102,10 @@ func (d decider) terminal(p *Plan, w World) {
 // stopLeftovers stops the pods a TaskAction that ended (or is being deleted)
 // still has: the current attempt's pod unless it finished by itself (kept for
 // its logs until the TaskAction goes, then removed by Kubernetes' garbage
-// collector through its owner reference: no request of ours), and the pods of
-// earlier attempts.
+// collector through its owner reference: no request of ours) and none of its
+// sidecars runs on (Obs.Lingering), and the pods of earlier attempts.
 func (d decider) stopLeftovers(p *Plan, w World) {
-	if w.Pod.Holder == holderUs && !w.Pod.Deleting && !w.Pod.Obs.Finished {
+	if w.Pod.Holder == holderUs && !w.Pod.Deleting && (!w.Pod.Obs.Finished || w.Pod.Obs.Lingering) {
 		p.Delete = append(p.Delete, objectRef{Name: w.Pod.Name, UID: w.Pod.UID})
 	}
 	for _, o := range w.Others {

@@ -78,10 +78,16 @@ type Observation struct {
 	// Progressed says the attempt made real progress (its workload ran), which
 	// resets the consecutive system-failure counter.
 	Progressed bool
-	// Finished says the workload stopped by itself (a pod Succeeded or Failed);
-	// its resource is kept for its logs. Unset for a stuck workload, which the
-	// reconciler aborts when it fails the attempt.
+	// Finished says the workload stopped by itself (a pod Succeeded or Failed,
+	// or its primary container terminated while sidecars run on): the
+	// attempt's outcome is final and its runtime's error.pb and outputs are
+	// read. Its resource is kept for its logs unless Lingering. Unset for a
+	// stuck workload, which the reconciler aborts when it fails the attempt.
 	Finished bool
+	// Lingering says a Finished attempt's resource still runs (sidecars
+	// beside a primary container that terminated): the reconciler stops it
+	// once the attempt's end is decided instead of keeping it.
+	Lingering bool
 	// Deleting says the attempt's resource exists but is being deleted.
 	Deleting bool
 	// RecheckAfter asks for another look after this long even without a watch

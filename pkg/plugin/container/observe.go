@@ -44,11 +44,28 @@ const disruptionTarget corev1.PodConditionType = "DisruptionTarget"
 // the kubelet does not record when a container started waiting, and this is
 // the latest moment it can have started. Since these times are whole seconds,
 // the grace counts from the end of that second, so it is never cut short.
+//
+// An attempt ended when the container that decides it terminated (the
+// primary container, or the one whose failure explains the pod's): that is
+// its OccurredAt, not a later change of the pod's conditions (the kubelet
+// updates Ready and ContainersReady after the container stopped, and a
+// sidecar may run on), so a task that finished by its deadline is not taken
+// for one that overran it. Without such a time, OccurredAt is the pod's
+// latest recorded transition.
+//
+// As in Flyte's pod plugin, the primary container's termination is the
+// task's end even while sidecars keep the pod running: the observation is
+// then Finished (the runtime's error.pb and outputs are read as for an ended
+// pod) and Lingering while a regular container still runs, so that the
+// reconciler stops the pod.
 func ObservePod(pod *corev1.Pod, now time.Time, s plugin.Settings) plugin.Observation {
-	obs, failedAt := classify(pod, now, s)
+	obs, endedAt := classify(pod, now, s)
+	if obs.Phase.IsTerminal() && !endedAt.IsZero() {
+		obs.OccurredAt = endedAt
+	}
 	if pod.DeletionTimestamp != nil {
 		obs.Deleting = true
-		obs = whileDeleting(pod, obs, failedAt)
+		obs = whileDeleting(pod, obs, endedAt)
 	}
 	switch pod.Status.Phase {
 	case corev1.PodRunning:
@@ -64,8 +81,8 @@ func ObservePod(pod *corev1.Pod, now time.Time, s plugin.Settings) plugin.Observ
 	return obs
 }
 
-// classify maps the pod to an observation. failedAt is when the container
-// that decided a failure terminated (zero if none did).
+// classify maps the pod to an observation. endedAt is when the container
+// that decided a terminal phase terminated (zero if none did).
 func classify(pod *corev1.Pod, now time.Time, s plugin.Settings) (plugin.Observation, time.Time) {
 	primary := primaryContainer(pod)
 	switch pod.Status.Phase {
@@ -74,7 +91,9 @@ func classify(pod *corev1.Pod, now time.Time, s plugin.Settings) (plugin.Observa
 	case corev1.PodRunning:
 		if t := terminated(findStatus(pod.Status.ContainerStatuses, primary)); t != nil {
 			// The task is done even if sidecars keep the pod running.
-			return fromTermination(primary, t)
+			o, at := fromTermination(primary, t)
+			o.Finished, o.Lingering = true, sidecarRunning(pod)
+			return o, at
 		}
 		if o, ok := worstWaiting(pod, now, s); ok && o.Phase.IsTerminal() {
 			return o, time.Time{}
@@ -85,7 +104,7 @@ func classify(pod *corev1.Pod, now time.Time, s plugin.Settings) (plugin.Observa
 			return failure(plugin.PhaseRetryableFailure, CodeOOMKilled, flytev1.ErrorKindUser,
 				fmt.Sprintf("pod reported success although container %s was OOMKilled", name)), t.FinishedAt.Time
 		}
-		return plugin.Observation{Phase: plugin.PhaseSucceeded}, time.Time{}
+		return plugin.Observation{Phase: plugin.PhaseSucceeded}, finishedAt(findStatus(pod.Status.ContainerStatuses, primary))
 	case corev1.PodFailed:
 		return failed(pod, primary)
 	default:
@@ -210,7 +229,7 @@ func failed(pod *corev1.Pod, primary string) (plugin.Observation, time.Time) {
 	pt := terminated(findStatus(pod.Status.ContainerStatuses, primary))
 	if pt != nil && pt.ExitCode == 0 && !strings.Contains(pt.Reason, "OOMKilled") {
 		// The task finished; a sidecar failing afterwards does not undo that.
-		return plugin.Observation{Phase: plugin.PhaseSucceeded}, time.Time{}
+		return plugin.Observation{Phase: plugin.PhaseSucceeded}, pt.FinishedAt.Time
 	}
 	if name, t := oomKilled(pod); t != nil {
 		return fromTermination(name, t)
@@ -285,7 +304,8 @@ func fromTermination(name string, t *corev1.ContainerStateTerminated) (plugin.Ob
 
 // whileDeleting reads a pod that is being deleted. A success, a failure
 // Kubernetes already blamed on the system, and a failure that happened before
-// the deletion was asked for stand; anything else is the deletion's doing.
+// the deletion was asked for (failedAt: when its container terminated)
+// stand; anything else is the deletion's doing.
 func whileDeleting(pod *corev1.Pod, obs plugin.Observation, failedAt time.Time) plugin.Observation {
 	if obs.Phase == plugin.PhaseSucceeded {
 		return obs
@@ -346,6 +366,27 @@ func terminated(cs *corev1.ContainerStatus) *corev1.ContainerStateTerminated {
 		return nil
 	}
 	return cs.State.Terminated
+}
+
+// finishedAt is when the container of cs terminated (zero if it has not).
+func finishedAt(cs *corev1.ContainerStatus) time.Time {
+	if t := terminated(cs); t != nil {
+		return t.FinishedAt.Time
+	}
+	return time.Time{}
+}
+
+// sidecarRunning says whether a regular container of the pod has not
+// terminated (one without a status counts as running). Only regular
+// containers are counted: the kubelet stops init containers that restart
+// always (native sidecars) by itself once every regular container exited.
+func sidecarRunning(pod *corev1.Pod) bool {
+	for i := range pod.Spec.Containers {
+		if terminated(findStatus(pod.Status.ContainerStatuses, pod.Spec.Containers[i].Name)) == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // oomKilled finds a container (init, regular or ephemeral, current or last
