@@ -122,6 +122,8 @@ func (v Violation) String() string { return v.Message }
 // Check evaluates pod (its spec, its metadata, and its namespace for the
 // service account rule) and returns every violation, or none if the executor
 // may create it. pod.Namespace must be set when service accounts are limited.
+// The service account rule applies to serviceAccountName and to its
+// deprecated alias serviceAccount alike (see serviceAccounts).
 func (p *Policy) Check(pod *corev1.Pod) []Violation {
 	var out []Violation
 	if p.level != Privileged {
@@ -142,10 +144,30 @@ func (p *Policy) Check(pod *corev1.Pod) []Violation {
 			})
 		}
 	}
-	if v, ok := p.checkServiceAccount(pod.Namespace, pod.Spec.ServiceAccountName); !ok {
-		out = append(out, v)
+	for _, sa := range serviceAccounts(&pod.Spec) {
+		if v, ok := p.checkServiceAccount(pod.Namespace, sa); !ok {
+			out = append(out, v)
+		}
 	}
 	return out
+}
+
+// serviceAccounts are the service accounts spec names, the one it runs as
+// first. It runs as serviceAccountName or, when that is empty, as the
+// deprecated alias serviceAccount (the API server copies the alias into the
+// empty field), else as the namespace's default (""). An alias that differs
+// from a set serviceAccountName does not run, but is checked all the same:
+// a pod that names an account the policy does not allow is refused rather
+// than trusted to the API server's precedence.
+func serviceAccounts(spec *corev1.PodSpec) []string {
+	name, alias := spec.ServiceAccountName, spec.DeprecatedServiceAccount
+	switch {
+	case name == "":
+		return []string{alias}
+	case alias != "" && alias != name:
+		return []string{name, alias}
+	}
+	return []string{name}
 }
 
 // Err is nil without violations, else one error naming them all.

@@ -110,6 +110,11 @@ func TestCheckServiceAccounts(t *testing.T) {
 	sa := func(ns, name string) *corev1.Pod {
 		return pod(func(p *corev1.Pod) { p.Namespace = ns; p.Spec.ServiceAccountName = name })
 	}
+	alias := func(ns, name, deprecated string) *corev1.Pod {
+		return pod(func(p *corev1.Pod) {
+			p.Namespace, p.Spec.ServiceAccountName, p.Spec.DeprecatedServiceAccount = ns, name, deprecated
+		})
+	}
 	cases := []struct {
 		name    string
 		allowed map[string][]string
@@ -131,6 +136,16 @@ func TestCheckServiceAccounts(t *testing.T) {
 			[]string{`service account "default" is not allowed in namespace "team-a" (allowed: "runner")`}},
 		{"namespace wildcard limits the unlisted", withWildcardNS, sa("team-c", "runner"),
 			[]string{`service account "runner" is not allowed in namespace "team-c" (allowed: "default")`}},
+		// The deprecated alias spec.serviceAccount: the API server runs the
+		// pod as it when serviceAccountName is empty.
+		{"alias alone names an account not on the list", allowed, alias("team-a", "", "namespace-admin"),
+			[]string{`service account "namespace-admin" is not allowed in namespace "team-a" (allowed: "runner", "builder")`}},
+		{"alias alone names a listed account", allowed, alias("team-a", "", "runner"), nil},
+		{"alias beside an allowed name is checked too", allowed, alias("team-a", "runner", "namespace-admin"),
+			[]string{`service account "namespace-admin" is not allowed in namespace "team-a" (allowed: "runner", "builder")`}},
+		{"alias equal to the name: one check", allowed, alias("team-a", "deployer", "deployer"),
+			[]string{`service account "deployer" is not allowed in namespace "team-a" (allowed: "runner", "builder")`}},
+		{"alias of an allowed account beside an allowed name", allowed, alias("team-a", "runner", "builder"), nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

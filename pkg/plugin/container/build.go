@@ -176,6 +176,13 @@ func BuildPod(tc plugin.TaskContext) (*corev1.Pod, error) {
 		f := false
 		spec.EnableServiceLinks = &f
 	}
+	// The deprecated alias serviceAccount is the pod spec's account when
+	// serviceAccountName is empty (the API server reads it so); it is cleared,
+	// so that the account the policy checks is the one the pod runs as.
+	if spec.ServiceAccountName == "" {
+		spec.ServiceAccountName = spec.DeprecatedServiceAccount
+	}
+	spec.DeprecatedServiceAccount = ""
 	spec.ServiceAccountName = serviceAccount(t, spec.ServiceAccountName, tc.Settings)
 	schedule(&spec, t.Interruptible, tc.Settings)
 

@@ -17,6 +17,7 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/podsecurity"
 )
 
 // stubClient answers Create, Get and Delete from its fields; any other call
@@ -246,5 +247,52 @@ func TestPluginBasics(t *testing.T) {
 	}
 	if got, err := reg.Resolve("python-task"); err != nil || got.ID() != "container" {
 		t.Errorf("Resolve = %v, %v", got, err)
+	}
+}
+
+// A pod template that names its service account only through the deprecated
+// alias spec.serviceAccount runs as that account (the API server copies the
+// alias into an empty serviceAccountName): podSecurity.allowedServiceAccounts
+// must refuse it as it refuses serviceAccountName. The built pod names the
+// account it runs as in serviceAccountName alone (the alias is cleared), by
+// the same precedence: the template's runAs, else the pod spec's account
+// (either field, serviceAccountName first), else the executor's default.
+func TestServiceAccountAliasIsPolicyChecked(t *testing.T) {
+	pol, err := podsecurity.New("privileged", map[string][]string{"ns": {"runner"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, runAs, spec, alias, def string
+		want                          string // "": refused
+	}{
+		{name: "alias of a forbidden account", alias: "namespace-admin"},
+		{name: "alias of a forbidden account over the executor's allowed default", def: "runner", alias: "namespace-admin"},
+		{name: "alias of an allowed account", alias: "runner", want: "runner"},
+		{name: "serviceAccountName wins over the alias, as in the API server", spec: "runner", alias: "namespace-admin", want: "runner"},
+		{name: "runAs wins over a spec copied from a pod (both fields set)", runAs: "runner", spec: "namespace-admin", alias: "namespace-admin", want: "runner"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ta := testTA()
+			if tc.runAs != "" {
+				ta.Spec.Template.SecurityContext = &flytev1.SecurityContext{RunAs: &flytev1.RunAs{K8sServiceAccount: tc.runAs}}
+			}
+			setPodSpec(t, ta, flytev1.PodTemplate{}, &corev1.PodSpec{ServiceAccountName: tc.spec, DeprecatedServiceAccount: tc.alias})
+			pod, err := BuildPod(plugin.TaskContext{TaskAction: ta, Attempt: 1,
+				Settings: plugin.Settings{PodSecurity: pol, DefaultServiceAccount: tc.def}})
+			var le *plugin.LaunchError
+			if tc.want == "" {
+				if !errors.As(err, &le) || le.Err.Code != CodePodSecurityViolation || !strings.Contains(le.Err.Message, `"namespace-admin"`) {
+					t.Fatalf("BuildPod = %v; want a %s naming namespace-admin", err, CodePodSecurityViolation)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("BuildPod: %v", err)
+			}
+			if pod.Spec.ServiceAccountName != tc.want || pod.Spec.DeprecatedServiceAccount != "" {
+				t.Errorf("serviceAccountName %q, serviceAccount %q; want %q and none", pod.Spec.ServiceAccountName, pod.Spec.DeprecatedServiceAccount, tc.want)
+			}
+		})
 	}
 }
