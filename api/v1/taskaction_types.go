@@ -473,6 +473,9 @@ type TaskAction struct {
 	Spec TaskActionSpec `json:"spec"`
 	// +optional
 	Status TaskActionStatus `json:"status,omitempty"`
+
+	// decodeErr is what could not be decoded when the object was read (DecodeError).
+	decodeErr *DecodeError `json:"-"`
 }
 
 // TaskActionList is a list of TaskActions.

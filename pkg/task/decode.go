@@ -1,9 +1,11 @@
 package task
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 )
@@ -27,6 +29,9 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // carries: Flyte's serialized template in spec.taskTemplate or the typed
 // spec.template. A *FieldError names the field at fault.
 func FromTaskAction(ta *flytev1.TaskAction) (*Task, error) {
+	if err := specDecodeError(ta); err != nil {
+		return nil, err
+	}
 	var (
 		t   *Task
 		err error
@@ -61,4 +66,18 @@ func FromTaskAction(ta *flytev1.TaskAction) (*Task, error) {
 		}
 	}
 	return t, nil
+}
+
+// specDecodeError is the *FieldError of the values of ta's spec that could
+// not be decoded when it was read (TaskAction.DecodeError), naming each.
+func specDecodeError(ta *flytev1.TaskAction) error {
+	var de *flytev1.DecodeError
+	if !errors.As(ta.DecodeErrorUnder("spec"), &de) {
+		return nil
+	}
+	reasons := []string{de.Fields[0].Reason}
+	for _, f := range de.Fields[1:] {
+		reasons = append(reasons, f.Path+": "+f.Reason)
+	}
+	return &FieldError{Field: de.Fields[0].Path, Reason: strings.Join(reasons, "; ")}
 }

@@ -8,9 +8,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/pkg/quantity"
 )
 
 // Task types whose pod comes from the template in a way of their own.
@@ -75,8 +75,8 @@ func fromFlyte(raw []byte, field string) (*Task, error) {
 		if m := ext.GetSharedMemory(); m != nil {
 			t.Extended.SharedMemory = &SharedMemory{MountPath: m.GetMountPath(), MountName: m.GetMountName(), SizeLimit: m.GetSizeLimit()}
 			if m.GetSizeLimit() != "" {
-				if _, err := resource.ParseQuantity(m.GetSizeLimit()); err != nil {
-					return nil, fieldErr(field+".extendedResources.sharedMemory.sizeLimit", "%q is not a Kubernetes quantity", m.GetSizeLimit())
+				if _, err := quantity.Parse(m.GetSizeLimit()); err != nil {
+					return nil, fieldErr(field+".extendedResources.sharedMemory.sizeLimit", "%v", err)
 				}
 			}
 		}
@@ -258,9 +258,9 @@ func resourceList(entries []*core.Resources_ResourceEntry, field string) (corev1
 	}
 	out := corev1.ResourceList{}
 	for i, e := range entries {
-		q, err := resource.ParseQuantity(e.GetValue())
+		q, err := quantity.Parse(e.GetValue())
 		if err != nil {
-			return nil, fieldErr(field+"["+itoa(i)+"]", "%s value %q is not a Kubernetes quantity", e.GetName(), e.GetValue())
+			return nil, fieldErr(field+"["+itoa(i)+"]", "%s value %v", e.GetName(), err)
 		}
 		var name corev1.ResourceName
 		switch e.GetName() {

@@ -201,6 +201,26 @@ func TestFromTaskActionFlyteErrors(t *testing.T) {
 			tm.GetContainer().Resources.Limits[1].Value = "two gigs"
 			return tm
 		}, field: "spec.taskTemplate.container.resources.limits[1]", reason: `MEMORY value "two gigs"`},
+		// Exponents that would never finish expanding: refused before any parse.
+		{name: "huge exponent", tmpl: func(*testing.T) *core.TaskTemplate {
+			tm := pythonTemplate()
+			tm.GetContainer().Resources.Requests[0].Value = "1e2147483648"
+			return tm
+		}, field: "spec.taskTemplate.container.resources.requests[0]", reason: "exponent"},
+		{name: "huge negative exponent", tmpl: func(*testing.T) *core.TaskTemplate {
+			tm := pythonTemplate()
+			tm.GetContainer().Resources.Limits[0].Value = "1e-2147483648"
+			return tm
+		}, field: "spec.taskTemplate.container.resources.limits[0]", reason: "exponent"},
+		{name: "huge exponent of the shared memory", tmpl: func(*testing.T) *core.TaskTemplate {
+			tm := pythonTemplate()
+			tm.ExtendedResources.SharedMemory.SizeLimit = "1E2147483648"
+			return tm
+		}, field: "spec.taskTemplate.extendedResources.sharedMemory.sizeLimit", reason: "exponent"},
+		{name: "huge exponent in the pod spec", tmpl: func(t *testing.T) *core.TaskTemplate {
+			return withPod(mustStruct(t, map[string]any{"containers": []any{map[string]any{"name": "a", "image": "x",
+				"resources": map[string]any{"limits": map[string]any{"memory": "1e2147483648"}}}}}), primaryA)
+		}, field: "spec.taskTemplate.k8sPod.podSpec.containers[0].resources.limits.memory", reason: "exponent"},
 		{name: "unknown mount requirement", tmpl: func(*testing.T) *core.TaskTemplate {
 			tm := pythonTemplate()
 			tm.SecurityContext.Secrets[1].MountRequirement = 9

@@ -12,7 +12,10 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/quantity"
 )
+
+var podSpecType = reflect.TypeFor[corev1.PodSpec]()
 
 // DefaultTypedPrimaryContainerName is the task container's name in the typed
 // form when its pod template names none.
@@ -121,6 +124,15 @@ func DecodePodSpec(raw []byte, field string) (*corev1.PodSpec, error) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, fieldErr(field, "must be a pod spec object")
+	}
+	// Every quantity is checked before the decoder parses it: a huge
+	// exponent would never finish expanding.
+	if errs := quantity.CheckTree(trimmed, podSpecType, field, 4); len(errs) > 0 {
+		reasons := make([]string, 0, len(errs))
+		for _, e := range errs[1:] {
+			reasons = append(reasons, e.Error())
+		}
+		return nil, fieldErr(errs[0].Path, "%s", strings.Join(append([]string{errs[0].Err.Error()}, reasons...), "; "))
 	}
 	spec := &corev1.PodSpec{}
 	strictErrs, err := sigsjson.UnmarshalStrict(trimmed, spec, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -114,7 +115,14 @@ func TestFromTaskActionTypedErrors(t *testing.T) {
 		}, "spec.template.podTemplate.spec", "must be a pod spec object"},
 		{"a bad quantity in the pod spec", func(ta *flytev1.TaskAction) {
 			ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Spec: podDoc(`{"containers":[{"name":"x","resources":{"limits":{"cpu":"lots"}}}]}`)}
-		}, "spec.template.podTemplate.spec", "is not a pod spec"},
+		}, "spec.template.podTemplate.spec.containers[0].resources.limits.cpu", `"lots" is not a Kubernetes quantity`},
+		// The exponent would never finish expanding: refused before any parse.
+		{"a huge exponent in the pod spec", func(ta *flytev1.TaskAction) {
+			ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Spec: podDoc(`{"containers":[{"name":"x","resources":{"limits":{"cpu":"1e2147483648"}}}]}`)}
+		}, "spec.template.podTemplate.spec.containers[0].resources.limits.cpu", "exponent"},
+		{"a huge exponent in a pod spec volume", func(ta *flytev1.TaskAction) {
+			ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Spec: podDoc(`{"volumes":[{"name":"v","emptyDir":{"sizeLimit":"1e-2147483648"}}]}`)}
+		}, "spec.template.podTemplate.spec.volumes[0].emptyDir.sizeLimit", "exponent"},
 		{"no container and no primary in the pod spec", func(ta *flytev1.TaskAction) {
 			ta.Spec.Template.Container = nil
 			ta.Spec.Template.PodTemplate = &flytev1.PodTemplate{Spec: podDoc(`{"containers":[{"name":"main","image":"x"}]}`)}
@@ -140,5 +148,34 @@ func TestPodSpecDocumentRoundTrip(t *testing.T) {
 		if string(b) != raw {
 			t.Errorf("round trip of %s = %s", raw, b)
 		}
+	}
+}
+
+// A TaskAction read with values its Go types could not hold (here a quantity
+// whose exponent would never finish expanding, in the typed container) fails
+// its decode naming each; a status value that did not decode is not the
+// task's concern.
+func TestFromTaskActionReportsWhatDidNotDecode(t *testing.T) {
+	raw := `{"apiVersion":"flyte.org/v1","kind":"TaskAction","metadata":{"name":"x"},
+	  "spec":{"runName":"r","project":"p","domain":"d","actionName":"a","taskType":"container",
+	    "template":{"container":{"image":"busybox","resources":{"limits":{"cpu":"1e2147483648"},"requests":{"memory":"lots"}}}}},
+	  "status":{"attempts":-1}}`
+	ta := &flytev1.TaskAction{}
+	if err := json.Unmarshal([]byte(raw), ta); err != nil {
+		t.Fatal(err)
+	}
+	_, err := FromTaskAction(ta)
+	wantFieldErr(t, err, "spec.template.container.resources.limits.cpu", "exponent")
+	if err == nil || !strings.Contains(err.Error(), "spec.template.container.resources.requests.memory") || strings.Contains(err.Error(), "status") {
+		t.Errorf("error %v: want both quantities named, and not the status", err)
+	}
+
+	raw = strings.Replace(raw, `"limits":{"cpu":"1e2147483648"},"requests":{"memory":"lots"}`, `"limits":{"cpu":"1"}`, 1)
+	ta = &flytev1.TaskAction{}
+	if err := json.Unmarshal([]byte(raw), ta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FromTaskAction(ta); err != nil || ta.DecodeError() == nil {
+		t.Errorf("only status undecodable: FromTaskAction = %v, DecodeError = %v", err, ta.DecodeError())
 	}
 }
