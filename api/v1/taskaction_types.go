@@ -390,6 +390,12 @@ type PhaseTransition struct {
 	Message string `json:"message,omitempty"`
 }
 
+// Each integer of the status admits exactly the range of its Go type (which
+// is Flyte's): the API server refuses a value the executor could not decode,
+// and takes every value Flyte's actions service can write. The unsigned
+// 32-bit ones are format int64 in the schema, since the API server holds a
+// format int32 field to int32's range.
+
 // TaskActionStatus has exactly the fields (names and types) of Flyte's
 // TaskAction status, so that Flyte's actions service, which writes status with
 // a full update from its own type, drops nothing the executor needs. What the
@@ -405,6 +411,8 @@ type TaskActionStatus struct {
 	PluginState []byte `json:"pluginState,omitempty"`
 
 	// PluginStateVersion is the format version of PluginState.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=255
 	// +optional
 	PluginStateVersion uint8 `json:"pluginStateVersion,omitempty"`
 
@@ -413,18 +421,29 @@ type TaskActionStatus struct {
 	PluginPhase string `json:"pluginPhase,omitempty"`
 
 	// PluginPhaseVersion is the version of the last event reported for the current attempt.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
 	// +optional
 	PluginPhaseVersion uint32 `json:"pluginPhaseVersion,omitempty"`
 
 	// Attempts is the current attempt, 1-based.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
 	// +optional
 	Attempts uint32 `json:"attempts,omitempty"`
 
 	// SystemFailures counts consecutive system failures of the current attempt.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:Format=int64
 	// +optional
 	SystemFailures uint32 `json:"systemFailures,omitempty"`
 
 	// CacheStatus is Flyte's core.CatalogCacheStatus (0 DISABLED .. 7 EVICTED).
+	// +kubebuilder:validation:Minimum=-2147483648
+	// +kubebuilder:validation:Maximum=2147483647
 	// +optional
 	CacheStatus CacheStatus `json:"cacheStatus,omitempty"`
 
