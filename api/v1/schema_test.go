@@ -167,7 +167,9 @@ func floatInt(f float64, exclusive bool, inward int64) *big.Int {
 }
 
 func goRange(k reflect.Kind) (*big.Int, *big.Int) {
-	u := func(bits uint) *big.Int { return new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), bits), big.NewInt(1)) }
+	u := func(bits uint) *big.Int {
+		return new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), bits), big.NewInt(1))
+	}
 	s := func(bits uint) (*big.Int, *big.Int) {
 		return new(big.Int).Neg(new(big.Int).Lsh(big.NewInt(1), bits-1)), u(bits - 1)
 	}
