@@ -96,3 +96,51 @@ func TestOtherCommandsValidate(t *testing.T) {
 		})
 	}
 }
+
+// The files Flyte's charts render, passed as their deployment passes them
+// (--config /etc/flyte/config.d/*.yaml): the dry run prints the
+// configuration and the start gets past validation to the kubeconfig.
+func TestFlyteChartConfigsStart(t *testing.T) {
+	missingKubeconfig := filepath.Join(t.TempDir(), "no-kubeconfig")
+	for _, tc := range []struct {
+		chart string
+		want  []string // lines the dry run prints
+	}{
+		{"flyte-binary", []string{"  eventsServiceURL: http://localhost:8090\n", "  maxConcurrentReconciles: 64\n"}},
+		{"flyte-devbox", []string{"  leaderElect: false\n"}},
+		{"flyte-binary-inline", []string{
+			"  eventsServiceURL: http://flyte-flyte-binary-http.flyte:8090\n",
+			"  maxConcurrentReconciles: 128\n", "  leaderElect: true\n", "    maxTTL: 24h0m0s\n"}},
+	} {
+		t.Run(tc.chart, func(t *testing.T) {
+			pattern := filepath.Join("..", "..", "pkg", "config", "testdata", "flyte-charts", tc.chart, "*.yaml")
+			out, err := run(t, "config", "--config", pattern)
+			if err != nil {
+				t.Fatalf("dry run: %v", err)
+			}
+			if !strings.HasPrefix(out, "executor:\n") {
+				t.Errorf("dry run printed %q", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("dry run lacks %q:\n%s", w, out)
+				}
+			}
+			_, err = run(t, "--kubeconfig", missingKubeconfig, "--config", pattern)
+			if err == nil || !strings.HasPrefix(err.Error(), "kubeconfig "+missingKubeconfig) {
+				t.Errorf("start: %v; want it past validation, failing on the missing kubeconfig", err)
+			}
+		})
+	}
+}
+
+// A pattern that matches nothing stops the dry run and the start alike.
+func TestConfigPatternWithoutFiles(t *testing.T) {
+	pattern := filepath.Join(t.TempDir(), "*.yaml")
+	want := "invalid configuration: config file pattern " + pattern + ": no file matches it"
+	for _, args := range [][]string{{"config", "--config", pattern}, {"--kubeconfig", "x", "--config", pattern}} {
+		if _, err := run(t, args...); err == nil || err.Error() != want {
+			t.Errorf("%v: %v, want %s", args, err, want)
+		}
+	}
+}

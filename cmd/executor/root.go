@@ -40,7 +40,7 @@ func newRootCommand() *cobra.Command {
 		},
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.configFile, "config", "", "YAML file with an `executor:` section")
+	pf.StringVar(&g.configFile, "config", "", "YAML `file` with an executor: section, or a glob pattern of files merged in order, as Flyte takes it (/etc/flyte/config.d/*.yaml)")
 	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig file (else $KUBECONFIG, in-cluster, ~/.kube/config)")
 	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	g.zap.BindFlags(zfs)

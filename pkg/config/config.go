@@ -17,25 +17,33 @@ type Duration struct{ time.Duration }
 // MarshalJSON writes the duration in Go syntax.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
-// UnmarshalJSON reads a duration in Go syntax.
+// UnmarshalJSON reads a duration as Flyte's config.Duration does: a string in
+// Go syntax ("" is zero) or a number of nanoseconds.
 func (d *Duration) UnmarshalJSON(b []byte) error {
-	switch string(b) {
-	case "null": // like encoding/json: an empty YAML value keeps what was there
-		return nil
-	case "0": // unambiguous without a unit; `gc.interval: 0` is how gc is disabled
-		d.Duration = 0
+	if string(b) == "null" { // like encoding/json: an empty YAML value keeps what was there
 		return nil
 	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration must be a string such as \"90s\" or \"30m\"")
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
 	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("invalid duration %q: use Go syntax such as \"90s\" or \"30m\"", s)
+	switch v := v.(type) {
+	case float64:
+		d.Duration = time.Duration(v)
+		return nil
+	case string:
+		if v == "" {
+			d.Duration = 0
+			return nil
+		}
+		p, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("invalid duration %q: use Go syntax such as \"90s\" or \"30m\"", v)
+		}
+		d.Duration = p
+		return nil
 	}
-	d.Duration = v
-	return nil
+	return fmt.Errorf("a duration must be a string such as \"90s\" or \"30m\" (or a number of nanoseconds)")
 }
 
 // GCConfig configures the garbage collector of terminal TaskActions.
@@ -166,6 +174,20 @@ func Default() Config {
 
 		PodSecurity: PodSecurityConfig{Level: "baseline"},
 
-		TaskLogs: DefaultTaskLogConfig(),
+		// Flyte's defaults of its sections the executor reads, so that a file
+		// gives the pod and the storage access Flyte's executor would.
+		Storage:   DefaultStorageConfig(),
+		TaskLogs:  DefaultTaskLogConfig(),
+		K8sPlugin: DefaultK8sPluginConfig(),
+	}
+}
+
+// DefaultStorageConfig is Flyte's default `storage:` section (flytestdlib's
+// storage config): stow with S3 in us-east-1, reads of at most 2 MB.
+func DefaultStorageConfig() StorageConfig {
+	return StorageConfig{
+		Type:   StorageTypeStow,
+		Stow:   StowConfig{Kind: StowKindS3, Config: map[string]string{"region": "us-east-1"}},
+		Limits: StorageLimits{GetLimitMegabytes: DefaultStorageGetLimitMegabytes},
 	}
 }

@@ -30,6 +30,16 @@ type K8sPluginConfig struct {
 	GPUResourceName corev1.ResourceName `json:"gpu-resource-name,omitempty"`
 }
 
+// DefaultK8sPluginConfig is Flyte's default of the keys the executor reads
+// from `plugins: k8s:` (flytek8s config): pods may not be evicted by the
+// cluster autoscaler, a generic GPU is an NVIDIA GPU.
+func DefaultK8sPluginConfig() K8sPluginConfig {
+	return K8sPluginConfig{
+		DefaultAnnotations: map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+		GPUResourceName:    "nvidia.com/gpu",
+	}
+}
+
 // TaskPluginsSection is Flyte's `tasks: task-plugins:`; the executor reads its
 // default-for-task-types map (task type → plugin ID).
 const TaskPluginsSection = "tasks.task-plugins"

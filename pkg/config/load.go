@@ -1,12 +1,11 @@
 package config
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -87,13 +86,21 @@ func (l *namespaceList) Set(v string) error {
 // Type names the flag's value in --help.
 func (l *namespaceList) Type() string { return "namespace,..." }
 
-// Load builds the effective configuration: defaults, then the YAML file at path
-// (if not empty), then every --executor.* flag that was set on flags. It validates
-// the result and touches nothing but the file.
-func Load(path string, flags *pflag.FlagSet) (Config, error) {
+// Load builds the effective configuration: defaults, then the YAML files of
+// pattern (if not empty), then every --executor.* flag that was set on flags.
+// It validates the result and touches nothing but the files.
+//
+// pattern is what Flyte's --config takes: a path, or a glob pattern whose
+// files (in lexical order, as /etc/flyte/config.d/*.yaml holds a Flyte
+// chart's ConfigMap keys) are merged as Flyte merges them.
+func Load(pattern string, flags *pflag.FlagSet) (Config, error) {
 	c := Default()
-	if path != "" {
-		if err := loadFile(path, &c); err != nil {
+	if pattern != "" {
+		files, err := configFiles(pattern)
+		if err != nil {
+			return Config{}, err
+		}
+		if err := loadFiles(files, &c); err != nil {
 			return Config{}, err
 		}
 	}
@@ -112,8 +119,13 @@ func Load(path string, flags *pflag.FlagSet) (Config, error) {
 			return Config{}, ferr
 		}
 	}
+	// An empty list or mapping and none mean the same: every namespace, any
+	// service account.
 	if len(c.Namespaces) == 0 {
-		c.Namespaces = nil // an empty list and none both mean every namespace
+		c.Namespaces = nil
+	}
+	if len(c.PodSecurity.AllowedServiceAccounts) == 0 {
+		c.PodSecurity.AllowedServiceAccounts = nil
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
@@ -121,227 +133,334 @@ func Load(path string, flags *pflag.FlagSet) (Config, error) {
 	return c, nil
 }
 
-// quantityKeys hold resource quantities, which YAML may read as numbers.
-var quantityKeys = map[string]bool{"defaultCPU": true, "defaultMemory": true}
-
-func isJSONNumber(raw json.RawMessage) bool {
-	var v any
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if d.Decode(&v) != nil {
-		return false
+// configFiles resolves --config: a path as it is; a pattern (with *, ? or [)
+// to the files it matches, in lexical order, directories left out as Flyte
+// leaves them out. A pattern that matches no file is an error (Flyte would
+// quietly look for ./config.yaml instead).
+func configFiles(pattern string) ([]string, error) {
+	if !strings.ContainsAny(pattern, `*?[\`) {
+		return []string{pattern}, nil
 	}
-	_, ok := v.(json.Number)
-	return ok
-}
-
-// flyteSpellings are keys of the executor section as Flyte's executor spells
-// them, accepted beside ours so that a Flyte deployment's file loads.
-var flyteSpellings = map[string]string{"EventsServiceURL": "eventsServiceURL"}
-
-func loadFile(path string, c *Config) error {
-	raw, err := os.ReadFile(path)
+	matches, err := filepath.Glob(pattern)
 	if err != nil {
-		return fmt.Errorf("config file: %w", err)
+		return nil, fmt.Errorf("config file pattern %s: %v", pattern, err)
 	}
-	js, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		if key := nonFiniteKey(raw); key != "" {
-			return fmt.Errorf("config file %s: %s: NaN and infinities are not accepted", path, key)
-		}
-		return fmt.Errorf("config file %s: not valid YAML: %w", path, err)
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(js, &top); err != nil {
-		return fmt.Errorf("config file %s: the top level must be a mapping with a section %q", path, Section)
-	}
-	// A file shared with Flyte's other components holds their sections too
-	// (storage, webhook, logger, plugins, tasks, ...): they are not ours to
-	// judge. A near miss of ours is a typo, not another component's section.
-	for _, k := range sortedKeys(top) {
-		if k != Section && (strings.EqualFold(k, Section) || editDistance(k, Section) <= 2) {
-			return fmt.Errorf("config file %s: unknown section %q (did you mean %q?)", path, k, Section)
+	var files []string
+	for _, m := range matches {
+		if st, err := os.Stat(m); err == nil && !st.IsDir() {
+			files = append(files, m)
 		}
 	}
-	if err := loadFlyteSections(top, c, path); err != nil {
-		return err
+	if len(files) == 0 {
+		return nil, fmt.Errorf("config file pattern %s: no file matches it", pattern)
 	}
-	sec, ok := top[Section]
-	if !ok || string(sec) == "null" {
-		return nil
-	}
-	return decodeSection("", reflect.ValueOf(c).Elem(), sec, path)
+	return files, nil
 }
 
-// loadFlyteSections reads the sections the executor shares with Flyte's other
-// components, as they write them: `storage:` and `plugins: logs:`.
-func loadFlyteSections(top map[string]json.RawMessage, c *Config, path string) error {
-	if raw, ok := top[StorageSection]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &c.Storage); err != nil {
-			return fmt.Errorf("config file %s: %s: %v", path, StorageSection, err)
-		}
-	}
-	plugins, ok := top["plugins"]
-	if !ok || string(plugins) == "null" {
-		return loadTaskPlugins(top, c, path)
-	}
-	var p map[string]json.RawMessage
-	if err := json.Unmarshal(plugins, &p); err != nil {
-		return fmt.Errorf("config file %s: plugins must be a mapping", path)
-	}
-	if raw, ok := p["logs"]; ok && string(raw) != "null" {
-		logs := TaskLogConfig{}
-		if err := json.Unmarshal(raw, &logs); err != nil {
-			return fmt.Errorf("config file %s: %s: %v", path, TaskLogSection, err)
-		}
-		c.TaskLogs = logs
-	}
-	if raw, ok := p["k8s"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &c.K8sPlugin); err != nil {
-			return fmt.Errorf("config file %s: %s: %v", path, K8sPluginSection, err)
-		}
-	}
-	return loadTaskPlugins(top, c, path)
-}
-
-func loadTaskPlugins(top map[string]json.RawMessage, c *Config, path string) error {
-	raw, ok := top["tasks"]
-	if !ok || string(raw) == "null" {
-		return nil
-	}
-	var tasks struct {
+// fileSections is what the executor reads of a Flyte configuration file:
+// its own section and four of Flyte's, as Flyte's components register them.
+// Every other section belongs to another component and is ignored.
+type fileSections struct {
+	// Executor is strict: a key it does not have is refused, with the
+	// nearest one as a hint. Flyte's sections ignore unknown keys, as Flyte does.
+	Executor Config        `json:"executor" config:"strict"`
+	Storage  StorageConfig `json:"storage"`
+	Plugins  struct {
+		Logs TaskLogConfig   `json:"logs"`
+		K8s  K8sPluginConfig `json:"k8s"`
+	} `json:"plugins"`
+	Tasks struct {
 		TaskPlugins struct {
 			DefaultForTaskTypes map[string]string `json:"default-for-task-types"`
 		} `json:"task-plugins"`
+	} `json:"tasks"`
+}
+
+var fileSectionsType = reflect.TypeOf(fileSections{})
+
+// loadFiles reads files onto c the way Flyte's loader (viper, then
+// mapstructure) reads them: each file's keys are matched to c's keys
+// case-insensitively; the files are merged in order (later files win per
+// key, mappings merge key by key, lists and other values replace); keys whose
+// value is null, and mappings left empty, count as absent; then the merged
+// values are decoded weakly (see decode.go) over c, a mapping or list
+// replacing the default rather than merging into it.
+func loadFiles(files []string, c *Config) error {
+	merged := map[string]any{}
+	origin := map[string]string{} // where each merged value came from, for errors
+	for _, f := range files {
+		tree, err := readFile(f)
+		if err != nil {
+			return err
+		}
+		merge(merged, tree, nil, f, origin)
 	}
-	if err := json.Unmarshal(raw, &tasks); err != nil {
-		return fmt.Errorf("config file %s: %s: %v", path, TaskPluginsSection, err)
+	prune(merged)
+
+	fs := fileSections{Executor: *c, Storage: c.Storage}
+	fs.Plugins.Logs, fs.Plugins.K8s = c.TaskLogs, c.K8sPlugin
+	fs.Tasks.TaskPlugins.DefaultForTaskTypes = c.TaskPlugins
+	if err := decodeValue(nil, merged, reflect.ValueOf(&fs).Elem()); err != nil {
+		var de *decodeError
+		if errors.As(err, &de) {
+			return fmt.Errorf("config file %s: %w", originOf(de.path, origin, files), err)
+		}
+		return err
 	}
-	c.TaskPlugins = tasks.TaskPlugins.DefaultForTaskTypes
+	*c = fs.Executor
+	c.Storage = fs.Storage
+	c.TaskLogs, c.K8sPlugin = fs.Plugins.Logs, fs.Plugins.K8s
+	c.TaskPlugins = fs.Tasks.TaskPlugins.DefaultForTaskTypes
 	return nil
 }
 
-// decodeSection decodes a mapping into the struct v key by key, so that every
-// error names the key it is about (encoding/json alone does not for durations).
-func decodeSection(prefix string, v reflect.Value, raw json.RawMessage, path string) error {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return fmt.Errorf("config file %s: %s must be a mapping", path, strings.TrimSuffix(Section+"."+prefix, "."))
+// readFile parses one file and keeps of it the sections the executor reads,
+// with their keys spelt as the executor's fields are. Every error names the file.
+func readFile(path string) (map[string]any, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
 	}
-	fields := map[string]reflect.Value{}
-	for i := 0; i < v.NumField(); i++ {
-		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
-		fields[name] = v.Field(i)
+	var doc any
+	if err := yamlv3.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("config file %s: not valid YAML: %w", path, err)
 	}
-	if prefix == "" {
-		for flyte, ours := range flyteSpellings {
-			fv, hasFlyte := m[flyte]
-			if !hasFlyte {
-				continue
-			}
-			if ov, hasOurs := m[ours]; hasOurs && !sameValue(fields[ours].Type(), fv, ov) {
-				return fmt.Errorf("config file %s: %s and %s (Flyte's spelling) are both set, to %s and %s: keep one",
-					path, ours, flyte, ov, fv)
-			}
-			m[ours] = fv
-			delete(m, flyte)
+	doc = stringKeys(doc)
+	if doc == nil {
+		return map[string]any{}, nil
+	}
+	top, ok := doc.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("config file %s: the top level must be a mapping with a section %q", path, Section)
+	}
+	// Other components' sections are not ours to judge, but a near miss of
+	// ours is a typo: no Flyte component has a section within two edits of it.
+	for _, k := range sortedKeys(top) {
+		if l := strings.ToLower(k); l != Section && editDistance(l, Section) <= 2 {
+			return nil, fmt.Errorf("config file %s: unknown section %q (did you mean %q?)", path, k, Section)
 		}
 	}
-	for _, k := range sortedKeys(m) {
-		f, ok := fields[k]
+	n := normalizer{file: path}
+	out, err := n.normalize(nil, top, fileSectionsType, false)
+	if err != nil {
+		return nil, err
+	}
+	return out.(map[string]any), nil
+}
+
+// stringKeys turns mappings with keys that are not strings (`1: x`) into
+// mappings keyed by their text, as viper does.
+func stringKeys(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = stringKeys(e)
+		}
+		return t
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[fmt.Sprintf("%v", k)] = stringKeys(e)
+		}
+		return m
+	case []any:
+		for i, e := range t {
+			t[i] = stringKeys(e)
+		}
+		return t
+	}
+	return v
+}
+
+// normalizer rewrites one file's values for the executor's types: the keys
+// of every struct are replaced by the field's json name (Flyte's keys are
+// case-insensitive), keys of no field are dropped (or refused in a strict
+// section), map keys stay as written.
+type normalizer struct{ file string }
+
+func (n normalizer) normalize(path keyPath, v any, t reflect.Type, strict bool) (any, error) {
+	if v == nil || implementsUnmarshaler(t) {
+		return v, nil // decoded as a whole
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return n.normalize(path, v, t.Elem(), strict)
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
 		if !ok {
-			return fmt.Errorf("config file %s: unknown key %q in section %s%s", path, prefix+k, Section, suggest(k, fields))
+			return v, nil // the decoder says what it should be
 		}
-		if f.Kind() == reflect.Struct && f.Type() != reflect.TypeOf(Duration{}) {
-			if err := decodeSection(prefix+k+".", f, m[k], path); err != nil {
-				return err
-			}
-			continue
-		}
-		if quantityKeys[prefix+k] && isJSONNumber(m[k]) {
-			// `defaultCPU: 2` is a quantity written as YAML reads a number.
-			f.SetString(string(m[k]))
-			continue
-		}
-		if err := json.Unmarshal(m[k], f.Addr().Interface()); err != nil {
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) {
-				return fmt.Errorf("config file %s: %s must be %s, got a %s", path, prefix+k, typeName(f.Type()), te.Value)
-			}
-			return fmt.Errorf("config file %s: %s: %v", path, prefix+k, err)
-		}
-	}
-	return nil
-}
-
-// nonFiniteKey finds the first key (dotted, in the section's terms for
-// ours) whose value is .nan or .inf, which JSON cannot hold; "" if none.
-func nonFiniteKey(raw []byte) string {
-	var doc map[string]any
-	if yamlv3.Unmarshal(raw, &doc) != nil {
-		return ""
-	}
-	var walk func(prefix string, v any) string
-	walk = func(prefix string, v any) string {
-		switch t := v.(type) {
-		case float64:
-			if math.IsNaN(t) || math.IsInf(t, 0) {
-				return prefix
-			}
+		return n.normalizeStruct(path, m, t, strict)
+	case reflect.Map:
+		switch vv := v.(type) {
 		case map[string]any:
-			for _, k := range sortedKeys(t) {
-				if p := walk(prefix+"."+k, t[k]); p != "" {
-					return p
+			return n.normalizeMap(path, vv, t.Elem(), strict)
+		case []any: // the list form: one mapping per item
+			out := make([]any, len(vv))
+			for i, item := range vv {
+				out[i] = item
+				if m, ok := item.(map[string]any); ok {
+					nm, err := n.normalizeMap(path.index(i), m, t.Elem(), strict)
+					if err != nil {
+						return nil, err
+					}
+					out[i] = nm
 				}
 			}
-		case []any:
-			for i, e := range t {
-				if p := walk(fmt.Sprintf("%s[%d]", prefix, i), e); p != "" {
-					return p
-				}
+			return out, nil
+		}
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return v, nil
+		}
+		list, ok := v.([]any)
+		if !ok { // one value for a list of one
+			return n.normalize(path, v, t.Elem(), strict)
+		}
+		out := make([]any, len(list))
+		for i, item := range list {
+			e, err := n.normalize(path.index(i), item, t.Elem(), strict)
+			if err != nil {
+				return nil, err
 			}
+			out[i] = e
 		}
-		return ""
+		return out, nil
 	}
-	for _, k := range sortedKeys(doc) {
-		if p := walk(k, doc[k]); p != "" {
-			return strings.TrimPrefix(p, Section+".")
-		}
-	}
-	return ""
+	return v, nil
 }
 
-// sameValue compares two spellings of one key as the key's type reads them.
-func sameValue(t reflect.Type, a, b json.RawMessage) bool {
-	va, vb := reflect.New(t), reflect.New(t)
-	if json.Unmarshal(a, va.Interface()) != nil || json.Unmarshal(b, vb.Interface()) != nil {
+func (n normalizer) normalizeMap(path keyPath, m map[string]any, elem reflect.Type, strict bool) (map[string]any, error) {
+	out := make(map[string]any, len(m))
+	for k, e := range m {
+		ne, err := n.normalize(path.key(k), e, elem, strict)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = ne
+	}
+	return out, nil
+}
+
+func (n normalizer) normalizeStruct(path keyPath, m map[string]any, t reflect.Type, strict bool) (map[string]any, error) {
+	fields := fieldsOf(t)
+	spellings := map[int][]string{} // field index in fields → the keys naming it, sorted
+	for _, k := range sortedKeys(m) {
+		i := -1
+		for j, f := range fields {
+			if f.name == k {
+				i = j
+				break
+			}
+			if i < 0 && strings.EqualFold(f.name, k) {
+				i = j
+			}
+		}
+		if i >= 0 {
+			spellings[i] = append(spellings[i], k)
+			continue
+		}
+		if strict {
+			names := make([]string, len(fields))
+			for j, f := range fields {
+				names[j] = f.name
+			}
+			return nil, fmt.Errorf("config file %s: unknown key %q in section %s%s", n.file, path.field(k).String(), Section, suggest(k, names))
+		}
+	}
+	out := make(map[string]any, len(spellings))
+	for i, f := range fields {
+		keys := spellings[i]
+		if len(keys) == 0 {
+			continue
+		}
+		sf := t.FieldByIndex(f.index)
+		for _, other := range keys[1:] {
+			if !sameValue(sf.Type, m[keys[0]], m[other]) {
+				return nil, fmt.Errorf("config file %s: %s and %s are one key (keys are case-insensitive), set to %s and %s: keep one",
+					n.file, path.field(keys[0]), path.field(other), show(m[keys[0]]), show(m[other]))
+			}
+		}
+		v, err := n.normalize(path.field(f.name), m[keys[0]], sf.Type, strict || sf.Tag.Get("config") == "strict")
+		if err != nil {
+			return nil, err
+		}
+		out[f.name] = v
+	}
+	return out, nil
+}
+
+// sameValue compares two values of one key as its type reads them.
+func sameValue(t reflect.Type, a, b any) bool {
+	va, vb := reflect.New(t).Elem(), reflect.New(t).Elem()
+	if decodeValue(nil, a, va) != nil || decodeValue(nil, b, vb) != nil {
 		return false
 	}
-	return reflect.DeepEqual(va.Elem().Interface(), vb.Elem().Interface())
+	return reflect.DeepEqual(va.Interface(), vb.Interface())
 }
 
-func typeName(t reflect.Type) string {
-	switch {
-	case t == reflect.TypeOf(ServiceAccounts{}):
-		return "a mapping from namespace to a list of service accounts"
-	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
-		return "a list of strings"
-	case t.Kind() == reflect.String:
-		return "a string"
-	case t.Kind() == reflect.Bool:
-		return "true or false"
-	case t.Kind() == reflect.Int:
-		return "an integer"
-	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
-		return "a number"
+func show(v any) string {
+	if b, err := json.Marshal(v); err == nil {
+		return string(b)
 	}
-	return "a " + t.String()
+	return fmt.Sprintf("%v", v)
+}
+
+// merge merges src (a later file) into dst as viper merges files: mappings
+// key by key, anything else replaced, except that a mapping is kept when the
+// later file gives the key a value that is not a mapping (viper cannot merge
+// it and keeps what it has). origin records, by path, which file set a value.
+func merge(dst, src map[string]any, prefix []string, file string, origin map[string]string) {
+	for _, k := range sortedKeys(src) {
+		p := append(prefix[:len(prefix):len(prefix)], k)
+		if dm, ok := dst[k].(map[string]any); ok {
+			if sm, ok := src[k].(map[string]any); ok {
+				merge(dm, sm, p, file, origin)
+			}
+			continue
+		}
+		dst[k] = src[k]
+		origin[strings.Join(p, "\x00")] = file
+	}
+}
+
+// prune drops keys whose value is null and mappings left without keys: viper
+// lists only keys that hold a value, so for Flyte they are absent and the
+// default stays (`default-annotations: {}` keeps the default annotations;
+// `[]` replaces them with none).
+func prune(m map[string]any) {
+	for k, v := range m {
+		switch v := v.(type) {
+		case nil:
+			delete(m, k)
+		case map[string]any:
+			prune(v)
+			if len(v) == 0 {
+				delete(m, k)
+			}
+		}
+	}
+}
+
+// originOf is the file that set the value at path (or the deepest mapping
+// above it that one file set).
+func originOf(path keyPath, origin map[string]string, files []string) string {
+	names := make([]string, len(path))
+	for i, e := range path {
+		names[i] = e.name
+	}
+	for i := len(names); i > 0; i-- {
+		if f, ok := origin[strings.Join(names[:i], "\x00")]; ok {
+			return f
+		}
+	}
+	return files[len(files)-1]
 }
 
 // suggest names the key k was probably meant to be, if any.
-func suggest(k string, fields map[string]reflect.Value) string {
+func suggest(k string, names []string) string {
 	best, bestD := "", 3
-	for name := range fields {
+	for _, name := range names {
 		d := editDistance(strings.ToLower(k), strings.ToLower(name))
 		if d < bestD || (d == bestD && name < best) {
 			best, bestD = name, d

@@ -57,19 +57,6 @@ func (s ServiceAccounts) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string][]string(s))
 }
 
-// UnmarshalJSON reads a mapping; an empty one is the same as none.
-func (s *ServiceAccounts) UnmarshalJSON(b []byte) error {
-	var m map[string][]string
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	if len(m) == 0 {
-		m = nil
-	}
-	*s = m
-	return nil
-}
-
 // Type names the flag's value in --help.
 func (s *ServiceAccounts) Type() string { return "namespace=serviceaccount,..." }
 
@@ -83,10 +70,10 @@ func (p PodSecurityConfig) Policy() (*podsecurity.Policy, error) {
 func (p PodSecurityConfig) validate() []Problem {
 	var out []Problem
 	if _, err := podsecurity.ParseLevel(p.Level); err != nil {
-		out = append(out, Problem{"podSecurity.level", err.Error()})
+		out = append(out, Problem{Key: "podSecurity.level", Message: err.Error()})
 	}
 	for _, m := range podsecurity.ValidateAllowedServiceAccounts(p.AllowedServiceAccounts) {
-		out = append(out, Problem{"podSecurity.allowedServiceAccounts", m})
+		out = append(out, Problem{Key: "podSecurity.allowedServiceAccounts", Message: m})
 	}
 	return out
 }

@@ -63,9 +63,17 @@ const (
 type Problem struct {
 	Key     string // dotted, as in the file: "gc.maxTTL"
 	Message string
+	// Sentence: the line is the key then the message, without the colon,
+	// for messages documented (and grepped for) in that form.
+	Sentence bool
 }
 
-func (p Problem) String() string { return p.Key + ": " + p.Message }
+func (p Problem) String() string {
+	if p.Sentence {
+		return p.Key + " " + p.Message
+	}
+	return p.Key + ": " + p.Message
+}
 
 // ValidationError lists every invalid key, one per line.
 type ValidationError struct{ Problems []Problem }
@@ -87,7 +95,9 @@ func (e *ValidationError) Error() string {
 // files the servers would load; it contacts nothing.
 func (c Config) Validate() error {
 	var ps []Problem
-	add := func(key, format string, a ...any) { ps = append(ps, Problem{key, fmt.Sprintf(format, a...)}) }
+	add := func(key, format string, a ...any) {
+		ps = append(ps, Problem{Key: key, Message: fmt.Sprintf(format, a...)})
+	}
 
 	binds := map[string]bindAddr{}
 	for _, kv := range [][2]string{
@@ -196,7 +206,8 @@ func (c Config) Validate() error {
 	if d := c.GC.Interval.Duration; d < 0 || (d > 0 && d < MinGCInterval) {
 		add("gc.interval", "must be 0 (gc disabled) or at least %v (each sweep lists every TaskAction), got %v", MinGCInterval, c.GC.Interval)
 	} else if c.GC.Interval.Duration > 0 && c.GC.MaxTTL.Duration <= 0 {
-		add("gc.maxTTL", "must be positive when gc is enabled, got %v", c.GC.MaxTTL)
+		// The documented line, word for word (pkg/gc refuses with the same).
+		ps = append(ps, Problem{Key: "gc.maxTTL", Message: "must be positive when gc is enabled", Sentence: true})
 	}
 	ps = append(ps, c.Webhook.validate()...)
 	ps = append(ps, c.PodSecurity.validate()...)

@@ -119,7 +119,9 @@ var envPrefixPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func (w WebhookConfig) validate() []Problem {
 	var ps []Problem
-	add := func(key, format string, a ...any) { ps = append(ps, Problem{key, fmt.Sprintf(format, a...)}) }
+	add := func(key, format string, a ...any) {
+		ps = append(ps, Problem{Key: key, Message: fmt.Sprintf(format, a...)})
+	}
 	if w.Host != "" && net.ParseIP(w.Host) == nil && len(validation.IsDNS1123Subdomain(w.Host)) > 0 {
 		add("webhook.host", "%q is neither an IP address nor a host name", w.Host)
 	}
