@@ -110,11 +110,13 @@ func (s *SelfSigned) Start(ctx context.Context) error {
 }
 
 func (s *SelfSigned) syncOnce(ctx context.Context) error {
+	s.init()
 	now := time.Now
 	if s.Now != nil {
 		now = s.Now
 	}
-	b, pair, err := EnsureSecret(ctx, s.Client, s.Secret, s.Hosts, now())
+	at := now()
+	b, pair, err := EnsureSecret(ctx, s.Client, s.Secret, s.Hosts, at)
 	if err != nil {
 		return err
 	}
@@ -123,7 +125,7 @@ func (s *SelfSigned) syncOnce(ctx context.Context) error {
 		s.Log.Info("webhook serving certificate loaded", "secret", s.Secret.String(), "notAfter", pair.Leaf.NotAfter)
 	}
 	s.loadOnce.Do(func() { close(s.loaded) })
-	n, err := InjectCABundle(ctx, s.Client, s.MutatingConfig, s.ValidatingConfig, b.CA)
+	n, err := InjectCABundle(ctx, s.Client, s.MutatingConfig, s.ValidatingConfig, b.CA, at)
 	if n > 0 {
 		s.Log.Info("webhook CA bundle written", "configurations", n)
 	}
