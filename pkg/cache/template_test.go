@@ -25,7 +25,7 @@ func template(discoverable bool, inputs ...string) *core.TaskTemplate {
 func TestTaskKeyFromStoredInputs(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	st, err := storage.New(config.StorageConfig{Type: config.StorageTypeLocal})
+	st, err := storage.New(config.StorageConfig{Type: config.StorageTypeLocal, AllowedContainers: []string{"file://" + root}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,3 +100,92 @@ func TestStorageValidate(t *testing.T) {
 		})
 	}
 }
+
+// The locations the executor may reach: the container on the primary
+// scheme, then allowed-containers; nothing without them.
+func TestStorageAllowedLocations(t *testing.T) {
+	root := t.TempDir()
+	local := StowConfig{Kind: StowKindLocal, Config: map[string]string{"path": root}}
+	azure := StowConfig{Kind: StowKindAzure, Config: map[string]string{"account": "Ours"}}
+	for _, tc := range []struct {
+		name string
+		c    StorageConfig
+		want []string // StorageLocation.String() (key)
+	}{
+		{"no storage section allows nothing", StorageConfig{}, nil},
+		{"a type without a container allows nothing", StorageConfig{Type: StorageTypeLocal, Stow: local}, nil},
+		{"s3", StorageConfig{Type: StorageTypeS3, Container: "meta"}, []string{"s3://meta (storage.container)"}},
+		{"minio", StorageConfig{Type: StorageTypeMinio, Container: "meta"}, []string{"s3://meta (storage.container)"}},
+		{"stow google", StorageConfig{Type: StorageTypeStow, Container: "meta", Stow: StowConfig{Kind: StowKindGoogle}},
+			[]string{"gs://meta (storage.container)"}},
+		{"stow azure: every scheme of the configured account", StorageConfig{Type: StorageTypeStow, Container: "meta", Stow: azure},
+			[]string{"abfs://meta@ours.dfs.core.windows.net (storage.container)", "abfss://meta@ours.dfs.core.windows.net (storage.container)",
+				"azblob://meta (storage.container)"}},
+		{"local: a directory under the root", StorageConfig{Type: StorageTypeLocal, Container: "meta", Stow: local},
+			[]string{"file://" + root + "/meta (storage.container)"}},
+		{"local: an absolute directory", StorageConfig{Type: StorageTypeLocal, Container: "/srv/flyte", Stow: local},
+			[]string{"file:///srv/flyte (storage.container)"}},
+		{"extra entries", StorageConfig{Type: StorageTypeS3, Container: "meta", Stow: StowConfig{Kind: StowKindS3},
+			Schemes:           map[string]StowConfig{"file": local},
+			AllowedContainers: []string{"s3://other", "gs://shared/flyte/", "file:///data/x/", "file://named", "abfs://c@acct.dfs.core.windows.net/f"}},
+			[]string{"s3://meta (storage.container)", "s3://other (storage.allowed-containers)", "gs://shared/flyte/ (storage.allowed-containers)",
+				"file:///data/x (storage.allowed-containers)", "file://" + root + "/named (storage.allowed-containers)",
+				"abfs://c@acct.dfs.core.windows.net/f/ (storage.allowed-containers)"}},
+		{"enable-multicontainer widens nothing", StorageConfig{Type: StorageTypeS3, Container: "meta", EnableMultiContainer: true},
+			[]string{"s3://meta (storage.container)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := tc.c.AllowedLocations()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s []string
+			for _, l := range got {
+				s = append(s, l.String()+" ("+l.Key+")")
+			}
+			if strings.Join(s, "\n") != strings.Join(tc.want, "\n") {
+				t.Fatalf("got\n%s\nwant\n%s", strings.Join(s, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestStorageAllowedContainersValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    StorageConfig
+		want string
+	}{
+		{"a wildcard", StorageConfig{AllowedContainers: []string{"s3://*"}}, `storage.allowed-containers: "s3://*": wildcards are not supported`},
+		{"no scheme", StorageConfig{AllowedContainers: []string{"bucket"}}, `"bucket": want scheme://bucket`},
+		{"an unknown scheme", StorageConfig{AllowedContainers: []string{"ftp://b"}}, `"ftp://b": want scheme://bucket`},
+		{"no bucket", StorageConfig{AllowedContainers: []string{"s3:///x"}}, "names no bucket"},
+		{"dot segments", StorageConfig{AllowedContainers: []string{"s3://b/x/../y"}}, ". or .. segments"},
+		{"the whole filesystem", StorageConfig{AllowedContainers: []string{"file:///"}}, "whole filesystem"},
+		{"a named directory without a root", StorageConfig{AllowedContainers: []string{"file://named"}}, "local root"},
+		{"a local container without a root", StorageConfig{Type: StorageTypeLocal, Container: "meta"}, `storage.container "meta": file://meta names a directory under the local root`},
+		{"azblob with an account", StorageConfig{AllowedContainers: []string{"azblob://c@acct"}}, "names no account"},
+		{"a file scheme that is not local", StorageConfig{Schemes: map[string]StowConfig{"file": {Kind: StowKindS3}}}, "storage.schemes.file.kind"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The key loads from YAML with Flyte's spelling style (kebab-case).
+func TestStorageAllowedContainersLoads(t *testing.T) {
+	var c StorageConfig
+	if err := yaml.UnmarshalStrict([]byte(flyteStorageSection+"allowed-containers: [s3://raw-data, gs://other]\n"), &c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.AllowedLocations()
+	if err != nil || len(got) != 3 || got[0].String() != "s3://my-organization-flyte-container" || got[2].String() != "gs://other" {
+		t.Fatalf("got %v, %v", got, err)
+	}
+}

@@ -16,13 +16,15 @@ const BucketDir = "bucket"
 
 // StorageConfig is the storage section `executor local` gives the executor:
 // file:///<dataDir>/bucket/... URIs are plain paths, and file://<name>/...
-// URIs live in <dataDir>/bucket/<name>.
+// URIs live in <dataDir>/bucket/<name>. It allows the whole local bucket
+// (BucketURI) and nothing else of the filesystem.
 func StorageConfig(dataDir string) config.StorageConfig {
 	root := filepath.Join(dataDir, BucketDir)
 	return config.StorageConfig{
-		Type:      config.StorageTypeLocal,
-		Container: BucketDir,
-		Stow:      config.StowConfig{Kind: config.StowKindLocal, Config: map[string]string{"path": root}},
+		Type:              config.StorageTypeLocal,
+		Container:         BucketDir,
+		AllowedContainers: []string{BucketURI(dataDir)},
+		Stow:              config.StowConfig{Kind: config.StowKindLocal, Config: map[string]string{"path": root}},
 	}
 }
 

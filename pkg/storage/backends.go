@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -26,11 +27,13 @@ import (
 	"github.com/taskaction/executor/pkg/config"
 )
 
-// openBucket opens loc's bucket with the backend kind and its stow settings.
-func openBucket(ctx context.Context, kind string, settings map[string]string, loc Location, hc *http.Client) (*blob.Bucket, error) {
+// openBucket opens loc's bucket with the backend kind and its stow settings;
+// hc (GCS, Azure) is an HTTP client made from hcfg.
+func openBucket(ctx context.Context, kind string, settings map[string]string, loc Location,
+	hcfg config.StorageHTTPClientConfig, hc *http.Client) (*blob.Bucket, error) {
 	switch kind {
 	case config.StowKindS3:
-		client, err := S3Client(ctx, settings, hc)
+		client, err := S3Client(ctx, settings, hcfg)
 		if err != nil {
 			return nil, err
 		}
@@ -92,11 +95,22 @@ func S3Settings(settings map[string]string) (S3Options, error) {
 	return o, nil
 }
 
-// S3Client is an S3 client for a stow s3 config.
-func S3Client(ctx context.Context, settings map[string]string, hc *http.Client) (*s3.Client, error) {
+// S3Client is an S3 client for a stow s3 config and the storage section's
+// HTTP client settings.
+//
+// The SDK builds the HTTP client (a BuildableClient with hcfg's timeout): it
+// adds the CA bundle that AWS_CA_BUNDLE or the profile's ca_bundle names to
+// that client's transport, and refuses to load any configuration when it was
+// handed a client it cannot add it to. hcfg's headers are added by a wrapper
+// of the S3 client's requests only.
+func S3Client(ctx context.Context, settings map[string]string, hcfg config.StorageHTTPClientConfig) (*s3.Client, error) {
 	o, err := S3Settings(settings)
 	if err != nil {
 		return nil, err
+	}
+	hc := awshttp.NewBuildableClient()
+	if d := hcfg.Timeout.Duration; d > 0 {
+		hc = hc.WithTimeout(d)
 	}
 	loadOpts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(o.Region), awsconfig.WithHTTPClient(hc)}
 	if o.AccessKeyID != "" {
@@ -107,7 +121,12 @@ func S3Client(ctx context.Context, settings map[string]string, hc *http.Client) 
 	if err != nil {
 		return nil, fmt.Errorf("s3 configuration: %w", err)
 	}
+	var client aws.HTTPClient = cfg.HTTPClient // with the CA bundle, if any
+	if len(hcfg.Headers) > 0 {
+		client = headerClient{headers: hcfg.Headers, next: client}
+	}
 	return s3.NewFromConfig(cfg, func(so *s3.Options) {
+		so.HTTPClient = client
 		if o.Endpoint != "" {
 			so.BaseEndpoint = aws.String(o.Endpoint)
 		}
@@ -117,6 +136,22 @@ func S3Client(ctx context.Context, settings map[string]string, hc *http.Client) 
 		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	}), nil
+}
+
+// headerClient adds headers to every request of an AWS SDK client.
+type headerClient struct {
+	headers map[string][]string
+	next    aws.HTTPClient
+}
+
+func (c headerClient) Do(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, vs := range c.headers {
+		for _, v := range vs {
+			r.Header.Add(k, v)
+		}
+	}
+	return c.next.Do(r)
 }
 
 func openGCS(ctx context.Context, settings map[string]string, bucket string, hc *http.Client) (*blob.Bucket, error) {

@@ -1,9 +1,15 @@
 // Package storage reads and writes the blobs a Flyte task exchanges with the
 // executor (inputs, outputs, error.pb) at s3://, gs://, abfs:// (abfss://,
 // azblob://) and file:// URIs, on gocloud.dev/blob, configured by Flyte's
-// `storage:` section (config.StorageConfig). Every failure is returned as an
-// error; the caller decides what a storage outage means (the reconciler:
-// a system failure with backoff).
+// `storage:` section (config.StorageConfig).
+//
+// A TaskAction's author chooses the URIs, and the executor reaches them with
+// its own credentials: only the locations the storage section allows
+// (config.StorageConfig.AllowedLocations) are ever opened, and a URI outside
+// them is refused before any I/O with an error wrapping
+// ErrLocationNotAllowed. Every other failure is returned as an error too; the
+// caller decides what a storage outage means (the reconciler: a system
+// failure with backoff).
 package storage
 
 import (
@@ -13,6 +19,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 
@@ -28,6 +35,17 @@ var ErrNotFound = errors.New("object not found")
 
 // ErrTooLarge is wrapped when an object exceeds the configured read limit.
 var ErrTooLarge = errors.New("object larger than the read limit")
+
+// ErrLocationNotAllowed is wrapped by the refusal of a URI outside the
+// locations the storage section allows (storage.container and
+// storage.allowed-containers). The message names the URI and the key that
+// would allow it. Nothing was read, written or dialled.
+var ErrLocationNotAllowed = errors.New("location not allowed")
+
+// ErrInvalidURI is wrapped by the refusal of a URI that is not one of a
+// blob: no scheme://bucket/key, an unsupported scheme, or a path with . or
+// .. segments.
+var ErrInvalidURI = errors.New("invalid blob URI")
 
 // Location is a parsed blob URI: which bucket, and the key inside it.
 type Location struct {
@@ -45,16 +63,32 @@ type Location struct {
 //	abfs[s]://container@account.dfs.core.windows.net/key,
 //	file:///dir/key (bucket /dir), file://bucket/key (under the local root)
 func ParseURI(uri string) (Location, error) {
+	loc, err := parse(uri)
+	if err != nil {
+		return Location{}, err
+	}
+	if loc.Key == "" {
+		return Location{}, invalid(uri, "names no object")
+	}
+	return loc, nil
+}
+
+func invalid(uri, why string) error {
+	return fmt.Errorf("storage: %q %s: %w", uri, why, ErrInvalidURI)
+}
+
+// parse is ParseURI that accepts a URI of a bucket or a folder (no key).
+func parse(uri string) (Location, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
-		return Location{}, fmt.Errorf("storage: invalid URI %q: %w", uri, err)
+		return Location{}, fmt.Errorf("storage: %w: %w", ErrInvalidURI, err)
 	}
 	loc := Location{Scheme: u.Scheme, Bucket: u.Host, Key: strings.TrimPrefix(u.Path, "/")}
 	switch u.Scheme {
 	case "s3", "gs", "azblob":
 	case "abfs", "abfss":
 		if u.User == nil || u.User.Username() == "" {
-			return Location{}, fmt.Errorf("storage: %q: an %s URI names container@account.dfs.core.windows.net", uri, u.Scheme)
+			return Location{}, invalid(uri, "is not container@account.dfs.core.windows.net/key, as an "+u.Scheme+" URI must be")
 		}
 		loc.Bucket = u.User.Username()
 		loc.Account, _, _ = strings.Cut(u.Host, ".")
@@ -69,28 +103,29 @@ func ParseURI(uri string) (Location, error) {
 			}
 		}
 	case "":
-		return Location{}, fmt.Errorf("storage: %q is not a URI (want scheme://bucket/key)", uri)
+		return Location{}, invalid(uri, "is not a URI (want scheme://bucket/key)")
 	default:
-		return Location{}, fmt.Errorf("storage: %q: unsupported scheme %q (supported: %s)", uri, u.Scheme,
-			strings.Join(config.StorageSchemes(), ", "))
+		return Location{}, invalid(uri, fmt.Sprintf("has an unsupported scheme %q (supported: %s)", u.Scheme,
+			strings.Join(config.StorageSchemes(), ", ")))
 	}
 	if loc.Bucket == "" {
-		return Location{}, fmt.Errorf("storage: %q names no bucket", uri)
-	}
-	if loc.Key == "" {
-		return Location{}, fmt.Errorf("storage: %q names no object", uri)
+		return Location{}, invalid(uri, "names no bucket")
 	}
 	return loc, nil
 }
 
-// Store opens buckets on first use and keeps them open.
+// Store reaches the locations its configuration allows, opening each bucket
+// on first use and keeping it open: at most one bucket per allowed location
+// is ever open, whatever URIs it is given.
 type Store struct {
-	cfg        config.StorageConfig
+	cfg     config.StorageConfig
+	allowed []config.StorageLocation
+	// httpClient serves GCS and Azure; S3 has a client of the AWS SDK.
 	httpClient *http.Client
 	limit      int64
 
 	mu      sync.Mutex
-	buckets map[string]*blob.Bucket
+	buckets map[string]*blob.Bucket // by target.id
 }
 
 // New is a Store for cfg; nothing is dialled until a URI is used.
@@ -98,11 +133,108 @@ func New(cfg config.StorageConfig) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	allowed, err := cfg.AllowedLocations()
+	if err != nil {
+		return nil, err
+	}
 	hc := &http.Client{Timeout: cfg.DefaultHTTPClient.Timeout.Duration}
 	if len(cfg.DefaultHTTPClient.Headers) > 0 {
 		hc.Transport = headerTransport{headers: cfg.DefaultHTTPClient.Headers, next: http.DefaultTransport}
 	}
-	return &Store{cfg: cfg, httpClient: hc, limit: cfg.GetLimitBytes(), buckets: map[string]*blob.Bucket{}}, nil
+	return &Store{cfg: cfg, allowed: allowed, httpClient: hc, limit: cfg.GetLimitBytes(), buckets: map[string]*blob.Bucket{}}, nil
+}
+
+// target is where an allowed URI leads: the bucket to open and the key in it.
+type target struct {
+	// id names the bucket; it is one of the allowed locations' buckets.
+	id  string
+	loc Location
+}
+
+// Check says whether the executor may read and write at uri, an object or a
+// folder (a TaskAction's inputUri or runOutputBase), without any I/O: nil,
+// or an error wrapping ErrLocationNotAllowed or ErrInvalidURI.
+func (s *Store) Check(uri string) error {
+	_, err := s.resolve(uri, false)
+	return err
+}
+
+// resolve checks uri against the allowed locations and says which bucket
+// and key it names. object: uri must name an object, not a bucket or folder.
+func (s *Store) resolve(uri string, object bool) (target, error) {
+	split := parse
+	if object {
+		split = ParseURI
+	}
+	loc, err := split(uri)
+	if err != nil {
+		return target{}, err
+	}
+	for _, seg := range strings.Split(loc.Key, "/") {
+		if seg == "." || seg == ".." {
+			return target{}, invalid(uri, "has . or .. path segments")
+		}
+	}
+	if loc.Scheme == "file" {
+		return s.resolveFile(uri, loc)
+	}
+	account := strings.ToLower(loc.Account)
+	if account == "" && (loc.Scheme == "abfs" || loc.Scheme == "abfss" || loc.Scheme == "azblob") {
+		account = s.cfg.AzureAccount(loc.Scheme)
+	}
+	for _, a := range s.allowed {
+		if a.Scheme != loc.Scheme || a.Bucket != loc.Bucket || a.Account != account {
+			continue
+		}
+		if a.Prefix != "" && !strings.HasPrefix(loc.Key, a.Prefix+"/") {
+			continue
+		}
+		loc.Account = account
+		return target{id: loc.Scheme + "://" + account + "/" + loc.Bucket, loc: loc}, nil
+	}
+	bucket := loc.Scheme + "://" + loc.Bucket
+	if u, err := url.Parse(uri); err == nil && u.User != nil {
+		bucket = loc.Scheme + "://" + u.User.Username() + "@" + u.Host
+	}
+	return target{}, s.notAllowed(uri, bucket)
+}
+
+// resolveFile places a file URI in the allowed directory that holds it: that
+// directory is the bucket opened, so the file backend's own checks keep the
+// key inside it too.
+func (s *Store) resolveFile(uri string, loc Location) (target, error) {
+	var p string
+	switch {
+	case strings.HasPrefix(loc.Bucket, "/"):
+		p = path.Join(loc.Bucket, loc.Key)
+	case s.cfg.LocalRoot() != "":
+		p = path.Join(s.cfg.LocalRoot(), loc.Bucket, loc.Key)
+	default:
+		return target{}, s.notAllowed(uri, "file:///<absolute directory>")
+	}
+	for _, a := range s.allowed {
+		if a.Scheme != "file" || (p != a.Bucket && !strings.HasPrefix(p, a.Bucket+"/")) {
+			continue
+		}
+		key := strings.TrimPrefix(strings.TrimPrefix(p, a.Bucket), "/")
+		return target{id: "file://" + a.Bucket, loc: Location{Scheme: "file", Bucket: a.Bucket, Key: key}}, nil
+	}
+	return target{}, s.notAllowed(uri, "file://"+path.Dir(p))
+}
+
+// notAllowed is the refusal of uri, suggesting the entry that would allow it.
+func (s *Store) notAllowed(uri, suggestion string) error {
+	var allowed []string
+	for _, a := range s.allowed {
+		allowed = append(allowed, fmt.Sprintf("%s (%s)", a, a.Key))
+	}
+	where := "the storage section allows no location (" + config.StorageContainerKey + " is empty and " +
+		config.StorageAllowedContainersKey + " lists none)"
+	if len(allowed) > 0 {
+		where = "the executor reads and writes only " + strings.Join(allowed, ", ")
+	}
+	return fmt.Errorf("storage: %s: %w: %s; to allow it, list %s in %s",
+		uri, ErrLocationNotAllowed, where, suggestion, config.StorageAllowedContainersKey)
 }
 
 type headerTransport struct {
@@ -120,24 +252,28 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(r)
 }
 
-// bucket opens (once) the bucket of loc.
-func (s *Store) bucket(ctx context.Context, loc Location) (*blob.Bucket, error) {
-	id := loc.Scheme + "://" + loc.Account + "/" + loc.Bucket
+// open checks uri and opens (once) its bucket: only an allowed location's
+// bucket is ever opened.
+func (s *Store) open(ctx context.Context, uri string) (*blob.Bucket, string, error) {
+	t, err := s.resolve(uri, true)
+	if err != nil {
+		return nil, "", err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if b, ok := s.buckets[id]; ok {
-		return b, nil
+	if b, ok := s.buckets[t.id]; ok {
+		return b, t.loc.Key, nil
 	}
-	kind, settings, err := s.cfg.Backend(loc.Scheme)
+	kind, settings, err := s.cfg.Backend(t.loc.Scheme)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	b, err := openBucket(ctx, kind, settings, loc, s.httpClient)
+	b, err := openBucket(ctx, kind, settings, t.loc, s.cfg.DefaultHTTPClient, s.httpClient)
 	if err != nil {
-		return nil, fmt.Errorf("storage: open %s://%s: %w", loc.Scheme, loc.Bucket, err)
+		return nil, "", fmt.Errorf("storage: open %s://%s: %w", t.loc.Scheme, t.loc.Bucket, err)
 	}
-	s.buckets[id] = b
-	return b, nil
+	s.buckets[t.id] = b
+	return b, t.loc.Key, nil
 }
 
 // Close closes every bucket opened.
@@ -161,15 +297,11 @@ func wrap(op, uri string, err error) error {
 
 // Read returns the object at uri, refusing one larger than the read limit.
 func (s *Store) Read(ctx context.Context, uri string) ([]byte, error) {
-	loc, err := ParseURI(uri)
+	b, key, err := s.open(ctx, uri)
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.bucket(ctx, loc)
-	if err != nil {
-		return nil, err
-	}
-	r, err := b.NewReader(ctx, loc.Key, nil)
+	r, err := b.NewReader(ctx, key, nil)
 	if err != nil {
 		return nil, wrap("read", uri, err)
 	}
@@ -189,15 +321,11 @@ func (s *Store) Read(ctx context.Context, uri string) ([]byte, error) {
 
 // Write stores data at uri.
 func (s *Store) Write(ctx context.Context, uri string, data []byte) error {
-	loc, err := ParseURI(uri)
+	b, key, err := s.open(ctx, uri)
 	if err != nil {
 		return err
 	}
-	b, err := s.bucket(ctx, loc)
-	if err != nil {
-		return err
-	}
-	if err := b.WriteAll(ctx, loc.Key, data, &blob.WriterOptions{ContentType: "application/octet-stream"}); err != nil {
+	if err := b.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: "application/octet-stream"}); err != nil {
 		return wrap("write", uri, err)
 	}
 	return nil
@@ -205,15 +333,11 @@ func (s *Store) Write(ctx context.Context, uri string, data []byte) error {
 
 // Exists says whether an object is at uri.
 func (s *Store) Exists(ctx context.Context, uri string) (bool, error) {
-	loc, err := ParseURI(uri)
+	b, key, err := s.open(ctx, uri)
 	if err != nil {
 		return false, err
 	}
-	b, err := s.bucket(ctx, loc)
-	if err != nil {
-		return false, err
-	}
-	ok, err := b.Exists(ctx, loc.Key)
+	ok, err := b.Exists(ctx, key)
 	if err != nil {
 		return false, wrap("stat", uri, err)
 	}

@@ -43,8 +43,8 @@ func TestParseURI(t *testing.T) {
 		t.Run(tc.uri, func(t *testing.T) {
 			got, err := storage.ParseURI(tc.uri)
 			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, storage.ErrInvalidURI) {
+					t.Fatalf("err = %v, want %q wrapping ErrInvalidURI", err, tc.wantErr)
 				}
 				return
 			}
@@ -114,7 +114,7 @@ func runtimeInputs(t *testing.T, named map[string]*core.Literal) []byte {
 func TestFileBucketTaskContract(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	s := newStore(t, config.StorageConfig{Type: config.StorageTypeLocal,
+	s := newStore(t, config.StorageConfig{Type: config.StorageTypeLocal, AllowedContainers: []string{"file://" + root},
 		Stow: config.StowConfig{Kind: config.StowKindLocal, Config: map[string]string{"path": root}}})
 	prefix := "file://" + root + "/proj/dev/run1/a0"
 
@@ -219,7 +219,8 @@ func TestFileBucketTaskContract(t *testing.T) {
 func TestReadLimit(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	s := newStore(t, config.StorageConfig{Type: config.StorageTypeLocal, Limits: config.StorageLimits{GetLimitMegabytes: 1}})
+	s := newStore(t, config.StorageConfig{Type: config.StorageTypeLocal, AllowedContainers: []string{"file://" + root},
+		Limits: config.StorageLimits{GetLimitMegabytes: 1}})
 	big := make([]byte, 1<<20+1)
 	uri := "file://" + root + "/big.pb"
 	if err := s.Write(ctx, uri, big); err != nil {
@@ -236,24 +237,27 @@ func TestReadLimit(t *testing.T) {
 	}
 }
 
-// A file URI cannot climb out of its bucket.
+// A file URI cannot climb out of its bucket: a path with .. is refused.
 func TestFileURIStaysInItsBucket(t *testing.T) {
 	root := t.TempDir()
-	s := newStore(t, config.StorageConfig{Type: config.StorageTypeLocal,
+	s := newStore(t, config.StorageConfig{Type: config.StorageTypeLocal, AllowedContainers: []string{"file://bucket"},
 		Stow: config.StowConfig{Kind: config.StowKindLocal, Config: map[string]string{"path": root}}})
 	if err := os.WriteFile(filepath.Join(root, "secret"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, uri := range []string{"file://bucket/../secret", "file://bucket/a/../../secret"} {
-		if _, err := s.Read(context.Background(), uri); err == nil {
-			t.Errorf("%s: read outside its bucket", uri)
+	for _, uri := range []string{"file://bucket/../secret", "file://bucket/a/../../secret", "file://bucket/%2e%2e/secret",
+		"file://" + root + "/bucket/../secret"} {
+		if _, err := s.Read(context.Background(), uri); !errors.Is(err, storage.ErrInvalidURI) {
+			t.Errorf("%s: err = %v, want ErrInvalidURI", uri, err)
 		}
 	}
 }
 
+// file://name lives under the local root: allowing one without a root is a
+// configuration error.
 func TestLocalBucketNeedsARoot(t *testing.T) {
-	s := newStore(t, config.StorageConfig{Type: config.StorageTypeS3})
-	if _, err := s.Exists(context.Background(), "file://bucket/x"); err == nil || !strings.Contains(err.Error(), "root directory") {
+	_, err := storage.New(config.StorageConfig{Type: config.StorageTypeS3, AllowedContainers: []string{"file://bucket"}})
+	if err == nil || !strings.Contains(err.Error(), "local root") || !strings.Contains(err.Error(), "storage.allowed-containers") {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -67,7 +67,7 @@ func startExecutorWith(t testing.TB, ns, eventsURL, cacheURL string, mutate func
 	c.QueuedStatusDelay = config.Duration{}
 	// The tests' s3:// buckets are directories: what the executor reads there
 	// (error.pb) is what a test wrote, never a cloud request.
-	c.Storage = config.StorageConfig{Type: config.StorageTypeLocal, Schemes: map[string]config.StowConfig{
+	c.Storage = config.StorageConfig{Type: config.StorageTypeLocal, AllowedContainers: []string{"s3://b"}, Schemes: map[string]config.StowConfig{
 		"s3": {Kind: config.StowKindLocal, Config: map[string]string{"path": t.TempDir()}}}}
 	if mutate != nil {
 		mutate(&c)
