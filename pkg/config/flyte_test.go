@@ -321,3 +321,40 @@ plugins:
 		eq(t, tc.what, tc.got, tc.want)
 	}
 }
+
+// Every key of Flyte's executor section, spelt as Flyte's executor spells it
+// and set to Flyte's defaults, is a key of ours: the strict check refuses none.
+func TestFlyteExecutorKeys(t *testing.T) {
+	body := `executor:
+  metricsBindAddress: ":10254"
+  healthProbeBindAddress: ":8081"
+  leaderElect: false
+  metricsSecure: true
+  webhookCertPath: ""
+  webhookCertName: tls.crt
+  webhookCertKey: tls.key
+  metricsCertPath: ""
+  metricsCertName: tls.crt
+  metricsCertKey: tls.key
+  enableHTTP2: false
+  EventsServiceURL: http://localhost:8090
+  cacheServiceURL: http://localhost:8094
+  cluster: ""
+  defaultK8sServiceAccount: ""
+  maxSystemFailures: 3
+  maxConcurrentReconciles: 512
+  requeueDuration: 10s
+  gc:
+    interval: 30m
+    maxTTL: 1h
+`
+	c, err := config.Load(writeFile(t, body), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Default()
+	want.MaxConcurrentReconciles = 512 // Flyte's default; ours is 64
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("got %+v\nwant %+v", c, want)
+	}
+}
