@@ -69,6 +69,22 @@ func (db *DB) Ping(ctx context.Context) error {
 	return nil
 }
 
+// LockTx takes, for the rest of tx, the lock id names across every process
+// using the database: on PostgreSQL a transaction-level advisory lock, which
+// waits while another transaction holds it and is released by commit or
+// rollback. On SQLite it does nothing: every transaction already holds the
+// database's write lock from its start (_txlock=immediate), in every process
+// that opens the file.
+func (db *DB) LockTx(ctx context.Context, tx *sql.Tx, id int64) error {
+	if db.Dialect != Postgres {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, id); err != nil {
+		return db.Errorf("lock %d: %w", id, err)
+	}
+	return nil
+}
+
 // SQLiteOptions tune OpenSQLite.
 type SQLiteOptions struct {
 	// Durable makes a commit survive power loss (synchronous=FULL); otherwise
@@ -173,10 +189,8 @@ func Migrate(ctx context.Context, db *DB, s Schema) error {
 		return db.Errorf("begin migration: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if db.Dialect == Postgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, s.LockID); err != nil {
-			return db.Errorf("lock for migration: %w", err)
-		}
+	if err := db.LockTx(ctx, tx, s.LockID); err != nil {
+		return fmt.Errorf("migration: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+s.VersionTable+` (
 		version INTEGER PRIMARY KEY, applied_at_ns BIGINT NOT NULL)`); err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -38,7 +39,8 @@ type Query struct {
 }
 
 // StoredEvent is an event and its storage sequence number, which grows in
-// commit order (the store serialises its writers) so readers can resume after it.
+// commit order, across every process writing to the database (see
+// sqlStore.Record), so readers can resume after it.
 type StoredEvent struct {
 	Seq   int64
 	Event *workflow.ActionEvent
@@ -104,12 +106,20 @@ var schema = sqlstore.Schema{
 	},
 }
 
+// writeLockID is the database lock every Record holds from before its
+// inserts to its commit, in every replica sharing the database. Any constant
+// distinct from the schema's LockID (and the other stores') works.
+const writeLockID = 4471002
+
 // sqlStore is the Store over database/sql shared by both databases.
 type sqlStore struct {
 	db *sqlstore.DB
-	// One writer at a time keeps seq order equal to commit order, which Watch's
-	// cursor relies on; batches are large, so this costs little.
+	// One writer at a time in this process (the database lock, writeLockID,
+	// orders the processes): writers queue here rather than on connections.
 	writeMu sync.Mutex
+	// beforeCommit, when set, runs once between a Record's inserts and its
+	// commit (tests hold a transaction open with it).
+	beforeCommit atomic.Pointer[func()]
 }
 
 const insertColumns = "org, project, domain, run, action, attempt, phase, version, " +
@@ -160,6 +170,15 @@ func (s *sqlStore) Record(ctx context.Context, events []*workflow.ActionEvent) (
 		return 0, 0, s.db.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	// Sequence numbers are taken by the inserts and become visible at the
+	// commit. Holding one database-wide lock across both, in every replica,
+	// makes commit order the sequence order: a reader that has seen number n
+	// committed can never later find a lower one, so Watch's cursor skips
+	// nothing. (The sequence must not be cached per session, which it is not:
+	// an identity column caches 1.)
+	if err := s.db.LockTx(ctx, tx, writeLockID); err != nil {
+		return 0, 0, fmt.Errorf("events write lock: %w", err)
+	}
 	stored := 0
 	for start := 0; start < len(unique); start += rowsPerInsert {
 		chunk := unique[start:min(start+rowsPerInsert, len(unique))]
@@ -191,6 +210,9 @@ func (s *sqlStore) Record(ctx context.Context, events []*workflow.ActionEvent) (
 			return 0, 0, s.db.Errorf("count inserted events: %w", err)
 		}
 		stored += int(n)
+	}
+	if hook := s.beforeCommit.Swap(nil); hook != nil {
+		(*hook)()
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, 0, s.db.Errorf("commit events: %w", err)
