@@ -219,7 +219,7 @@ func (c StorageConfig) AllowedLocations() ([]StorageLocation, error) {
 	for _, e := range c.AllowedContainers {
 		l, err := c.parseLocation(e, StorageAllowedContainersKey)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %q: %w", StorageAllowedContainersKey, e, err))
+			errs = append(errs, fmt.Errorf("%s %q: %w", StorageAllowedContainersKey, e, err))
 			continue
 		}
 		out = append(out, l)

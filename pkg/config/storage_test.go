@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -159,7 +161,7 @@ func TestStorageAllowedContainersValidate(t *testing.T) {
 		c    StorageConfig
 		want string
 	}{
-		{"a wildcard", StorageConfig{AllowedContainers: []string{"s3://*"}}, `storage.allowed-containers: "s3://*": wildcards are not supported`},
+		{"a wildcard", StorageConfig{AllowedContainers: []string{"s3://*"}}, `storage.allowed-containers "s3://*": wildcards are not supported`},
 		{"no scheme", StorageConfig{AllowedContainers: []string{"bucket"}}, `"bucket": want scheme://bucket`},
 		{"an unknown scheme", StorageConfig{AllowedContainers: []string{"ftp://b"}}, `"ftp://b": want scheme://bucket`},
 		{"no bucket", StorageConfig{AllowedContainers: []string{"s3:///x"}}, "names no bucket"},
@@ -187,5 +189,42 @@ func TestStorageAllowedContainersLoads(t *testing.T) {
 	got, err := c.AllowedLocations()
 	if err != nil || len(got) != 3 || got[0].String() != "s3://my-organization-flyte-container" || got[2].String() != "gs://other" {
 		t.Fatalf("got %v, %v", got, err)
+	}
+}
+
+// Through the loader, allowed-containers reads as Flyte's loader would read
+// such a key: any case, a list, or one comma-separated string; and a bad
+// entry is refused by the same validation as every key.
+func TestStorageAllowedContainersThroughLoad(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, yaml, want, wantErr string }{
+		{"a list", "storage:\n  container: meta\n  allowed-containers: [s3://a, gs://b]\n", "s3://meta s3://a gs://b", ""},
+		{"a comma-separated string, another case", "storage:\n  container: meta\n  Allowed-Containers: s3://a,gs://b\n", "s3://meta s3://a gs://b", ""},
+		{"a wildcard", "storage:\n  allowed-containers: [\"s3://*\"]\n", "", `storage.allowed-containers: "s3://*": wildcards are not supported`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load(path, nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			locs, err := c.Storage.AllowedLocations()
+			var got []string
+			for _, l := range locs {
+				got = append(got, l.String())
+			}
+			if err != nil || strings.Join(got, " ") != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }
