@@ -31,8 +31,10 @@ const (
 	MaxSourcePartBytes = 512 // each of the source's org, project, domain, run, action
 )
 
-// DefaultOrg is the org to scope a task by when its identifier has none (the
-// typed template has no org). Flyte's single-org deployments name theirs so.
+// DefaultOrg is the org of the typed template's tasks (the typed template has
+// no org): their identity and scope carry it. A Flyte-form template is
+// identified and scoped by its identifier's org as it is, empty included, as
+// Flyte's executor does.
 const DefaultOrg = "local"
 
 // ErrInvalid is wrapped by every validation error of this package.
@@ -40,7 +42,9 @@ var ErrInvalid = errors.New("invalid cache request")
 
 // Key is where an entry lives at the cache service: the scope (org, project
 // and domain, as Flyte's v2 identifier) and Flyte's cache key (ComputeKey).
-// Every part is required, as Flyte's service requires them.
+// The org may be empty: Flyte's executor sends the task identifier's org as
+// it is, and a template without one is scoped by an empty org. The project,
+// the domain and the key are required.
 type Key struct {
 	Org, Project, Domain string
 	Key                  string
@@ -51,19 +55,21 @@ func (k Key) String() string {
 }
 
 // Validate names the first missing or malformed part, using the proto field
-// names so the client and the service report the same thing.
+// names so the client and the service report the same thing. An empty org is
+// valid.
 func (k Key) Validate() error {
 	parts := []struct {
-		name, v string
-		max     int
+		name, v  string
+		max      int
+		optional bool
 	}{
-		{"identifier.org", k.Org, MaxScopePartBytes},
-		{"identifier.project", k.Project, MaxScopePartBytes},
-		{"identifier.domain", k.Domain, MaxScopePartBytes},
-		{"base_request.key", k.Key, MaxKeyBytes},
+		{"identifier.org", k.Org, MaxScopePartBytes, true},
+		{"identifier.project", k.Project, MaxScopePartBytes, false},
+		{"identifier.domain", k.Domain, MaxScopePartBytes, false},
+		{"base_request.key", k.Key, MaxKeyBytes, false},
 	}
 	for _, p := range parts {
-		if p.v == "" {
+		if p.v == "" && !p.optional {
 			return fmt.Errorf("%w: %s is required", ErrInvalid, p.name)
 		}
 		if err := checkString(p.name, p.v, p.max); err != nil {

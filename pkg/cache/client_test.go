@@ -164,6 +164,37 @@ func testEntries(t *testing.T, open func(*testing.T) cachesvc.Store) {
 		})
 	}
 
+	t.Run("an empty org is a scope of its own", func(t *testing.T) {
+		inst := cachesvctest.Start(t, cachesvctest.Options{Store: open(t)})
+		c := cache.NewClient(inst.URL, nil)
+		key := keyFor(t, "k")
+		key.Org = ""
+		if existed, err := c.Put(ctx, key, entry("s3://b/no-org", 1)); err != nil || existed {
+			t.Fatalf("put without an org: existed=%v err=%v", existed, err)
+		}
+		if got, err := c.Get(ctx, key); err != nil || got == nil || got.OutputURI != "s3://b/no-org" {
+			t.Fatalf("get without an org: %+v, %v", got, err)
+		}
+		withOrg := key
+		withOrg.Org = cache.DefaultOrg
+		if got, err := c.Get(ctx, withOrg); err != nil || got != nil {
+			t.Fatalf("get with org %q: %+v, %v, want a miss", withOrg.Org, got, err)
+		}
+		r, err := c.GetOrExtendReservation(ctx, key, "me", time.Second)
+		if err != nil || !r.HeldBy("me") {
+			t.Fatalf("reserve without an org: %+v, %v", r, err)
+		}
+		if err := c.ReleaseReservation(ctx, key, "me"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.Get(ctx, key); err != nil || got != nil {
+			t.Fatalf("get after delete: %+v, %v", got, err)
+		}
+	})
+
 	t.Run("the source round-trips and keys differ in every part", func(t *testing.T) {
 		inst := cachesvctest.Start(t, cachesvctest.Options{Store: open(t)})
 		c := cache.NewClient(inst.URL, nil)
@@ -479,7 +510,6 @@ func testInvalid(t *testing.T, open func(*testing.T) cachesvc.Store) {
 		wantErr string
 		only    []string
 	}{
-		{name: "no org", key: with(func(k *cache.Key) { k.Org = "" }), wantErr: "identifier.org is required"},
 		{name: "no project", key: with(func(k *cache.Key) { k.Project = "" }), wantErr: "identifier.project is required"},
 		{name: "no domain", key: with(func(k *cache.Key) { k.Domain = "" }), wantErr: "identifier.domain is required"},
 		{name: "no key", key: with(func(k *cache.Key) { k.Key = "" }), wantErr: "base_request.key is required"},

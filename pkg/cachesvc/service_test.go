@@ -91,7 +91,6 @@ func TestServiceValidation(t *testing.T) {
 	}{
 		{"get without an identifier", get(nil, &cachepb.GetCacheRequest{Key: "k"}), "identifier is required"},
 		{"get without a base request", get(goodID(), nil), "base_request is required"},
-		{"get without an org", get(without(func(id *cachev2.Identifier) { id.Org = "" }), &cachepb.GetCacheRequest{Key: "k"}), "identifier.org is required"},
 		{"get without a project", get(without(func(id *cachev2.Identifier) { id.Project = "" }), &cachepb.GetCacheRequest{Key: "k"}), "identifier.project is required"},
 		{"put without a domain", put(without(func(id *cachev2.Identifier) { id.Domain = "" }), "k", output, nil), "identifier.domain is required"},
 		{"delete without a key", del(goodID(), ""), "base_request.key is required"},
@@ -113,6 +112,45 @@ func TestServiceValidation(t *testing.T) {
 				t.Fatalf("got %v (code %v), want INVALID_ARGUMENT containing %q", err, connect.CodeOf(err), tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestServiceWithoutOrg: Flyte's executor scopes a task whose identifier has
+// no org by an identifier without one ({project, domain}); the service takes
+// every RPC so, and keeps the entry apart from the same key in an org.
+func TestServiceWithoutOrg(t *testing.T) {
+	rpc := cacheservicev2connect.NewCacheServiceClient(http.DefaultClient, cachesvctest.Start(t, cachesvctest.Options{}).URL)
+	ctx := context.Background()
+	id := &cachev2.Identifier{Project: "flytesnacks", Domain: "development"}
+	const key = "t/u6UXWC1D6rbxdwbcM4VJq6C7ToarKCYg9RhUcm+WQ=-WNyXrUZC-J2qAfV9C-vvL3cM1mzryVioHUaWRlm03TAw_yBloq986VtCEq33M-v1"
+	get := func(id *cachev2.Identifier) (*connect.Response[cachepb.GetCacheResponse], error) {
+		return rpc.Get(ctx, connect.NewRequest(&cachev2.GetCacheRequest{BaseRequest: &cachepb.GetCacheRequest{Key: key}, Identifier: id}))
+	}
+	if _, err := get(id); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("get of a missing entry: %v, want NOT_FOUND", err)
+	}
+	if _, err := rpc.Put(ctx, connect.NewRequest(&cachev2.PutCacheRequest{Identifier: id, BaseRequest: &cachepb.PutCacheRequest{
+		Key: key, Output: &cachepb.CachedOutput{Output: &cachepb.CachedOutput_OutputUri{OutputUri: "s3://b/o"}}}})); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if resp, err := get(id); err != nil || resp.Msg.GetOutput().GetOutputUri() != "s3://b/o" {
+		t.Fatalf("get: %v %v", resp, err)
+	}
+	if _, err := get(&cachev2.Identifier{Org: "local", Project: "flytesnacks", Domain: "development"}); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("get in org local: %v, want NOT_FOUND", err)
+	}
+	r, err := rpc.GetOrExtendReservation(ctx, connect.NewRequest(&cachev2.GetOrExtendReservationRequest{Identifier: id,
+		BaseRequest: &cachepb.GetOrExtendReservationRequest{Key: key, OwnerId: "ns/ta"}}))
+	if err != nil || r.Msg.GetReservation().GetOwnerId() != "ns/ta" {
+		t.Fatalf("reserve: %v %v", r, err)
+	}
+	if _, err := rpc.ReleaseReservation(ctx, connect.NewRequest(&cachev2.ReleaseReservationRequest{Identifier: id,
+		BaseRequest: &cachepb.ReleaseReservationRequest{Key: key, OwnerId: "ns/ta"}})); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if _, err := rpc.Delete(ctx, connect.NewRequest(&cachev2.DeleteCacheRequest{Identifier: id,
+		BaseRequest: &cachepb.DeleteCacheRequest{Key: key}})); err != nil {
+		t.Fatalf("delete: %v", err)
 	}
 }
 
