@@ -50,7 +50,7 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 			return ctrl.Result{}, fmt.Errorf("report %s event of attempt %d: %w", ev.Phase, ev.Attempt, err)
 		}
 	}
-	wrote, err := r.patchStatus(ctx, ta, &plan.Status)
+	wrote, err := r.patchStatus(ctx, ta, w.Stored, &plan.Status)
 	if err != nil {
 		r.countTransitions(plan, metrics.OutcomeError)
 		return ctrl.Result{}, err
@@ -73,7 +73,7 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 			return ctrl.Result{}, err
 		}
 	}
-	if key, ok := cacheKey(w); ok && r.Cache != nil {
+	if key, ok := reservationKey(w); ok && r.Cache != nil {
 		switch {
 		case plan.ReleaseReservation:
 			if err := r.Cache.ReleaseReservation(ctx, key, cacheOwner(w)); err != nil {
@@ -149,12 +149,18 @@ func (r *Reconciler) deleteObject(ctx context.Context, p plugin.Plugin, namespac
 }
 
 // patchStatus writes only the status fields that changed, by merge patch,
-// and says whether anything was written.
-func (r *Reconciler) patchStatus(ctx context.Context, ta *flytev1.TaskAction, st *flytev1.TaskActionStatus) (bool, error) {
+// and says whether anything was written. Whether anything changed is judged
+// on the executor's own view of the status (ownView); the patch is computed
+// from the status as stored (stored; nil: ta's), so that it also puts back
+// the executor's own values of fields another writer replaced.
+func (r *Reconciler) patchStatus(ctx context.Context, ta *flytev1.TaskAction, stored, st *flytev1.TaskActionStatus) (bool, error) {
 	if equality.Semantic.DeepEqual(ta.Status, *st) {
 		return false, nil
 	}
-	patch, err := statusMergePatch(&ta.Status, st)
+	if stored == nil {
+		stored = &ta.Status
+	}
+	patch, err := statusMergePatch(stored, st)
 	if err != nil {
 		return false, fmt.Errorf("patch status: %w", err)
 	}

@@ -59,13 +59,14 @@ func newCondition() *flytev1.TaskAction {
 
 // TestConditionAction is issue 11, item 4: no pod; Paused until the actions
 // service writes the signal into the status, then Succeeded (Signaled), or
-// TimedOut at the condition's timeout.
+// TimedOut at the condition's timeout. No events: Flyte's executor sends none
+// for a condition, and its runs service would list an attempt for them.
 func TestConditionAction(t *testing.T) {
 	signalled := metav1.NewTime(t0.Add(30 * time.Second))
 	ta := newCondition()
 	w := World{TA: ta, ConditionTimeout: time.Hour}
 	p := testDecider.decide(w, t0.Add(time.Second))
-	if evs(p.Events) != "1:PAUSED:v9" || history(p.Status) != "Paused" || findReason(p.Status.Conditions, flytev1.ConditionProgressing) != flytev1.ReasonPaused {
+	if len(p.Events) != 0 || history(p.Status) != "Paused" || findReason(p.Status.Conditions, flytev1.ConditionProgressing) != flytev1.ReasonPaused {
 		t.Fatalf("first look: events %s history %s conditions %+v", evs(p.Events), history(p.Status), p.Status.Conditions)
 	}
 	if p.Launch || p.AddFinalizer || p.WakeAfter != min(testDecider.Safety, time.Hour-time.Second) {
@@ -81,7 +82,7 @@ func TestConditionAction(t *testing.T) {
 	sig := paused.DeepCopy()
 	sig.Status.SignalValue, sig.Status.SignalledBy, sig.Status.SignalledAt = []byte{1}, "alice", &signalled
 	p = testDecider.decide(World{TA: sig, ConditionTimeout: time.Hour}, t0.Add(time.Minute))
-	if evs(p.Events) != "1:SUCCEEDED:v21" || findReason(p.Status.Conditions, flytev1.ConditionSucceeded) != flytev1.ReasonSignaled || !isTerminalStatus(&p.Status) {
+	if len(p.Events) != 0 || findReason(p.Status.Conditions, flytev1.ConditionSucceeded) != flytev1.ReasonSignaled || !isTerminalStatus(&p.Status) {
 		t.Errorf("signalled: events %s conditions %+v finish %v", evs(p.Events), p.Status.Conditions, isTerminalStatus(&p.Status))
 	}
 	if string(p.Status.SignalValue) != "\x01" || p.Status.SignalledBy != "alice" {
@@ -90,7 +91,7 @@ func TestConditionAction(t *testing.T) {
 
 	// No signal by the timeout.
 	p = testDecider.decide(World{TA: paused, ConditionTimeout: time.Hour}, t0.Add(time.Hour))
-	if evs(p.Events) != "1:TIMED_OUT:v24" || findReason(p.Status.Conditions, flytev1.ConditionFailed) != flytev1.ReasonTimedOut {
+	if len(p.Events) != 0 || findReason(p.Status.Conditions, flytev1.ConditionFailed) != flytev1.ReasonTimedOut {
 		t.Errorf("timeout: events %s conditions %+v", evs(p.Events), p.Status.Conditions)
 	}
 

@@ -67,6 +67,9 @@ func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now tim
 	w := World{TA: ta}
 	if ta.Spec.ActionType == flytev1.ActionTypeCondition {
 		w.ConditionTimeout, w.SpecErr = conditionTimeout(conditionSpec(ta))
+		if err := readError(ta); err != nil {
+			w.SpecErr = err
+		}
 		return w, nil, nil
 	}
 	t, err := task.FromTaskAction(ta)
@@ -119,7 +122,8 @@ func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now tim
 	if w.RuntimeError, err = r.readRuntimeError(ctx, ta, t, w.Pod, attempt); err != nil {
 		return w, p, err
 	}
-	if w.Duplicate, err = r.duplicateOf(ctx, ta); err != nil {
+	started := hasStarted(ta) || w.Pod.Holder == holderUs || w.Unrecorded != nil
+	if w.Duplicate, err = r.duplicateOf(ctx, p, ta, started); err != nil {
 		return w, p, err
 	}
 	s := readState(&ta.Status, attempt)
@@ -380,11 +384,13 @@ func (r *Reconciler) newList(p plugin.Plugin) (client.ObjectList, error) {
 
 // duplicateOf finds the TaskAction, if any, whose events this one's could
 // not be told apart from: one with the same action identity that came first
-// (created earlier; by namespace/name on a tie) and either still runs (two
-// runs of one action at once) or was created in the same second (the same
-// epoch, see identityEpoch). An earlier one that has ended or is being
-// deleted is a previous incarnation: this one is a re-run with its own epoch.
-func (r *Reconciler) duplicateOf(ctx context.Context, ta *flytev1.TaskAction) (*twin, error) {
+// and either still runs (two runs of one action at once) or was created in the
+// same second (the same epoch, see identityEpoch). An earlier one that has
+// ended or is being deleted is a previous incarnation: this one is a re-run
+// with its own epoch. The one that came first is the one that started (it has
+// a status or a pod: it has reported, and its events must stay its own), else
+// the one created first, then by namespace/name. started says whether ta has.
+func (r *Reconciler) duplicateOf(ctx context.Context, p plugin.Plugin, ta *flytev1.TaskAction, started bool) (*twin, error) {
 	ids := actionIdentity(ta)
 	if len(ids) == 0 {
 		return nil, nil
@@ -395,7 +401,14 @@ func (r *Reconciler) duplicateOf(ctx context.Context, ta *flytev1.TaskAction) (*
 	}
 	for i := range l.Items {
 		o := &l.Items[i]
-		if o.UID == ta.UID || !before(o, ta) {
+		if o.UID == ta.UID {
+			continue
+		}
+		oStarted, err := r.otherStarted(ctx, p, o)
+		if err != nil {
+			return nil, err
+		}
+		if !cameFirst(o, oStarted, ta, started) {
 			continue
 		}
 		sameSecond := o.CreationTimestamp.Unix() == ta.CreationTimestamp.Unix()
@@ -405,6 +418,35 @@ func (r *Reconciler) duplicateOf(ctx context.Context, ta *flytev1.TaskAction) (*
 		}
 	}
 	return nil, nil
+}
+
+// cameFirst says whether a (started or not) takes precedence over b.
+func cameFirst(a *flytev1.TaskAction, aStarted bool, b *flytev1.TaskAction, bStarted bool) bool {
+	if aStarted != bStarted {
+		return aStarted
+	}
+	return before(a, b)
+}
+
+// hasStarted says whether the status shows that ta has run (or reported).
+func hasStarted(ta *flytev1.TaskAction) bool {
+	return len(ta.Status.PhaseHistory) > 0 || len(ta.Status.PluginState) > 0
+}
+
+// otherStarted says whether another TaskAction has started: by its status, or
+// by a pod it controls (its status may be held back).
+func (r *Reconciler) otherStarted(ctx context.Context, p plugin.Plugin, o *flytev1.TaskAction) (bool, error) {
+	if hasStarted(o) || p == nil {
+		return hasStarted(o), nil
+	}
+	list, err := r.newList(p)
+	if err != nil {
+		return false, err
+	}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.Namespace), client.MatchingFields{ownerIndex: string(o.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+		return false, fmt.Errorf("list objects of %s: %w", o.Name, err)
+	}
+	return meta.LenList(list) > 0, nil
 }
 
 func before(a, b *flytev1.TaskAction) bool {

@@ -6,9 +6,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin/container"
 )
 
@@ -97,5 +99,47 @@ func TestPodCacheBehindAfterTheCreateEvent(t *testing.T) {
 	}
 	if r.podCreates.echo(key, "", "10") {
 		t.Error("the event a waiting reconcile needs was dropped")
+	}
+}
+
+// TestDuplicateRefusesTheOneThatHasNotStarted is issue 31, item 7: of two
+// TaskActions of one action identity created in the same second, the one that
+// already launched its pod and reported (its status held back) keeps running,
+// whatever their names; the other is refused. It used to be decided by name,
+// refusing the one that had reported and dropping the other's events as
+// duplicates of its.
+func TestDuplicateRefusesTheOneThatHasNotStarted(t *testing.T) {
+	r := newRig(t, 0)
+	ctx := context.Background()
+	first, second := newTA(0), newTA(0)
+	first.Name, first.UID = "a-first-by-name", "uid-a"
+	second.Name, second.UID = "b-launched", "uid-b"
+	for _, ta := range []*flytev1.TaskAction{first, second} {
+		if err := r.store.Create(ctx, ta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b-launched-0", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: flytev1.GroupVersion.String(), Kind: "TaskAction", Name: second.Name, UID: second.UID, Controller: ptrTo(true)}}}}
+	if err := r.store.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	rec := &Reconciler{Client: r.store}
+	p := container.New()
+	if d, err := rec.duplicateOf(ctx, p, first, false); err != nil || d == nil || d.Name != "ns/b-launched" {
+		t.Errorf("the one first by name, not started: duplicate of %+v (%v); want refused for ns/b-launched", d, err)
+	}
+	if d, err := rec.duplicateOf(ctx, p, second, true); err != nil || d != nil {
+		t.Errorf("the one that launched: duplicate of %+v (%v); want it to keep running", d, err)
+	}
+	// Neither started: the name decides, the same way for both.
+	if err := r.store.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := rec.duplicateOf(ctx, p, first, false); d != nil {
+		t.Errorf("neither started: the first by name refused (%+v)", d)
+	}
+	if d, _ := rec.duplicateOf(ctx, p, second, false); d == nil {
+		t.Error("neither started: the second by name kept")
 	}
 }

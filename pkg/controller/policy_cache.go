@@ -103,6 +103,25 @@ func serializable(w World) bool {
 	return ok && w.Task.Cache.Serializable
 }
 
+// holdsReservation says whether this TaskAction may hold a cache
+// reservation: one is recorded in its status, or its task is serializable.
+func holdsReservation(w World) bool {
+	return reservationOf(&w.TA.Status) != nil || serializable(w)
+}
+
+// reservationKey is the key of the reservation this TaskAction holds: the
+// one recorded when it was taken (the spec may have changed since, or no
+// longer decode), else the task's cache key.
+func reservationKey(w World) (cache.Key, bool) {
+	if k := reservationOf(&w.TA.Status); k != nil {
+		return *k, true
+	}
+	if !serializable(w) {
+		return cache.Key{}, false
+	}
+	return cacheKey(w)
+}
+
 // shouldAskCache says whether gather consults the cache for this attempt's
 // next launch: the cache is on and was not given up on for this TaskAction.
 func shouldAskCache(w World) bool {
@@ -144,9 +163,16 @@ func (d decider) noteCacheAnswer(p *Plan, w World) {
 		p.Metrics.CacheLookup = st.CacheStatus.String()
 		p.Warnings = append(p.Warnings, warning{EventCacheLookupFailed, "ConsultingCache",
 			fmt.Sprintf("cache lookup of %s failed, running the task: %v", a.Key, a.LookupErr)})
-	case st.CacheStatus != flytev1.CacheMiss:
-		st.CacheStatus = flytev1.CacheMiss
-		p.Metrics.CacheLookup = st.CacheStatus.String()
+	default:
+		if st.CacheStatus != flytev1.CacheMiss {
+			st.CacheStatus = flytev1.CacheMiss
+			p.Metrics.CacheLookup = st.CacheStatus.String()
+		}
+		if serializable(w) && a.HeldBy == "" {
+			// Taken by gather's ask (or to be taken again by the heartbeat).
+			key := a.Key
+			setReservation(st, &key)
+		}
 	}
 }
 

@@ -47,6 +47,10 @@ func (d decider) launchFailed(p *Plan, w World, now time.Time, s attemptState, e
 	switch {
 	case e.Code == codeQuotaExceeded:
 		s.QuotaWaits++
+		if s.WaitingSince == nil {
+			since := metav1.NewTime(now)
+			s.WaitingSince = &since
+		}
 		wait := backoff(d.Backoff, s.QuotaWaits)
 		at := metav1.NewTime(now.Add(wait))
 		s.RetryAt = &at

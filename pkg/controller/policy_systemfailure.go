@@ -47,7 +47,7 @@ func (d decider) systemFailure(p *Plan, w World, now time.Time, s attemptState, 
 			p.Delete = append(p.Delete, objectRef{Name: w.Pod.Name, UID: w.Pod.UID})
 		}
 	}
-	s.Pod = ""
+	s.Pod, s.WaitingSince = "", nil
 	wait := backoff(d.Backoff, st.SystemFailures)
 	retryAt := metav1.NewTime(now.Add(wait))
 	s.RetryAt = &retryAt

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,15 +66,34 @@ func TestSystemFailureCeilingReachedByPodsThatRan(t *testing.T) {
 	t.Fatal("never reached the system-failure ceiling")
 }
 
-// TestRealProgressResetsSystemFailures: a try seen running (not as part of
-// its failure) starts the count again.
-func TestRealProgressResetsSystemFailures(t *testing.T) {
-	ta := launchedTA(t, newTA(0))
-	ta.Status.SystemFailures = 2
-	p := testDecider.decide(worldOf(t, ta, ours("pod-1", t0, running(t0.Add(time.Minute)))), t0.Add(time.Minute))
-	if p.Status.SystemFailures != 0 {
-		t.Errorf("systemFailures = %d after the pod ran, want 0", p.Status.SystemFailures)
+// TestEvictedAfterRunningReachesTheCeiling: a try seen running and then
+// evicted, again and again (preempted spot nodes, in the normal order of watch
+// events), reaches the system-failure ceiling: running does not start the
+// count again, so the attempt does not relaunch forever.
+func TestEvictedAfterRunningReachesTheCeiling(t *testing.T) {
+	ta := newTA(0)
+	for try := 1; try <= 10; try++ {
+		now := t0.Add(time.Duration(try) * time.Hour)
+		uid := fmt.Sprintf("pod-%d", try)
+		w := worldOf(t, ta, ours(uid, now, plugin.Observation{Phase: plugin.PhaseQueued}))
+		w.Launch = &launchOutcome{}
+		ta = applied(ta, testDecider.decide(w, now))
+		ta = applied(ta, testDecider.decide(worldOf(t, ta, ours(uid, now, running(now.Add(time.Second)))), now.Add(time.Second)))
+		ta = applied(ta, testDecider.decide(worldOf(t, ta, ours(uid, now, evicted(now.Add(time.Minute)))), now.Add(time.Minute)))
+		if IsTerminal(ta) {
+			if try != 4 || ta.Status.ErrorState.Code != CodeMaxSystemFailuresExceeded {
+				t.Fatalf("ended after try %d with %+v, want MaxSystemFailuresExceeded after the 4th", try, ta.Status.ErrorState)
+			}
+			return
+		}
+		if ta.Status.SystemFailures != uint32(try) {
+			t.Fatalf("after try %d (ran, then evicted) systemFailures = %d", try, ta.Status.SystemFailures)
+		}
+		gone := ours(uid, now, evicted(now.Add(time.Minute)))
+		gone.Deleting = true
+		ta = applied(ta, testDecider.decide(worldOf(t, ta, gone), now.Add(2*time.Minute)))
 	}
+	t.Fatal("ran and was evicted 10 times without reaching the system-failure ceiling")
 }
 
 // TestSystemFailuresResetPerAttempt is issue 10, item 7: attempt 2 does not

@@ -8,6 +8,7 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/container"
 )
 
 // TestTimeoutJudgesByWhenThePodEnded is issue 10, item 2: a pod that ended by
@@ -73,4 +74,39 @@ func findReason(cs []metav1.Condition, typ string) string {
 		}
 	}
 	return ""
+}
+
+// TestQuotaWaitTimesOut is issue 31, item 11: an attempt whose launch keeps
+// being refused for quota times out at the task's timeout counted from the
+// first refusal (it used to count only once a pod existed, so the wait never
+// ended); retried while attempts remain, else TimedOut.
+func TestQuotaWaitTimesOut(t *testing.T) {
+	quota := &launchOutcome{Err: &plugin.LaunchError{Retryable: true, Err: plugin.ExecError{Code: container.CodeQuotaExceeded, Message: "exceeded quota: q"}}}
+	for _, retries := range []int32{0, 1} {
+		ta := newTA(retries)
+		ta.Spec.Template.Timeout = ptrTo("1m")
+		w := worldOf(t, ta, resource{})
+		w.Launch = quota
+		ta = applied(ta, testDecider.decide(w, t0))
+		for at := t0.Add(10 * time.Second); at.Before(t0.Add(time.Minute)); at = at.Add(15 * time.Second) {
+			w = worldOf(t, ta, resource{})
+			if p := testDecider.decide(w, at); !p.Launch {
+				// Waiting out the backoff: wakes by the deadline at the latest.
+				if p.WakeAfter <= 0 || at.Add(p.WakeAfter).After(t0.Add(time.Minute)) {
+					t.Fatalf("retries %d, %v after the refusal: wake %v, past the deadline", retries, at.Sub(t0), p.WakeAfter)
+				}
+				ta = applied(ta, p)
+				continue
+			}
+			w.Launch = quota
+			ta = applied(ta, testDecider.decide(w, at))
+		}
+		p := testDecider.decide(worldOf(t, ta, resource{}), t0.Add(time.Minute))
+		switch {
+		case retries == 0 && (!isTerminalStatus(&p.Status) || findReason(p.Status.Conditions, flytev1.ConditionFailed) != flytev1.ReasonTimedOut):
+			t.Errorf("no retries left, a minute of quota refusals: conditions %+v; want TimedOut", p.Status.Conditions)
+		case retries == 1 && (p.Status.Attempts != 2 || p.Status.ErrorState == nil || p.Status.ErrorState.Code != CodeTimeout):
+			t.Errorf("a retry left, a minute of quota refusals: attempts %d, error %+v; want attempt 2 after a Timeout", p.Status.Attempts, p.Status.ErrorState)
+		}
+	}
 }

@@ -74,6 +74,9 @@ type Options struct {
 	QueuedStatusDelay time.Duration
 	// SaturatedStatusDelay extends that hold while saturated (saturated()).
 	SaturatedStatusDelay time.Duration
+	// ExecutingStatusDelay bounds how long a running pod's Executing status
+	// is held back while saturated (otherwise it is written at once).
+	ExecutingStatusDelay time.Duration
 	Settings             plugin.Settings
 }
 
@@ -130,6 +133,7 @@ func (r *Reconciler) decider() decider {
 		Safety:            safety,
 		QueuedDelay:       r.Options.QueuedStatusDelay,
 		SaturatedDelay:    r.Options.SaturatedStatusDelay,
+		ExecutingDelay:    r.Options.ExecutingStatusDelay,
 	}
 }
 
@@ -162,11 +166,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{RequeueAfter: wakeCacheLag}, nil
 		}
 	}
+	stored := ta.Status.DeepCopy()
+	ownView(&ta.Status)
 	now := r.Clock.Now()
 	w, p, err := r.gather(ctx, ta, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	w.Stored = stored
 	d := r.decider()
 	plan := d.decide(w, now)
 	// Creations the decision depends on happen first, and the decision is

@@ -27,6 +27,9 @@ type decider struct {
 	QueuedDelay time.Duration
 	// SaturatedDelay extends QueuedDelay while World.Saturated (statusHold).
 	SaturatedDelay time.Duration
+	// ExecutingDelay bounds how long a running pod's Executing status is held
+	// back while World.Saturated (holdRunning); otherwise it is written at once.
+	ExecutingDelay time.Duration
 }
 
 // Wake-ups for waits that the next watch event normally ends early.
@@ -48,6 +51,14 @@ func (d decider) decide(w World, now time.Time) Plan {
 	default:
 		d.task(&p, w, now)
 	}
+	if w.TA.Spec.ActionType == flytev1.ActionTypeCondition {
+		// Flyte's executor reports nothing for a condition (its runs service
+		// lists no attempt for one): its phase is read from the conditions.
+		p.Events = nil
+	}
+	if !equality.Semantic.DeepEqual(p.Status, w.TA.Status) {
+		sealRecord(&p.Status)
+	}
 	return p
 }
 
@@ -64,16 +75,37 @@ func (d decider) deleted(p *Plan, w World, now time.Time) {
 	}
 	if !isTerminalStatus(&w.TA.Status) {
 		attempt := max(w.TA.Status.Attempts, 1)
+		d.recordLaunch(p, w, now, attempt)
 		// The deletion's own time: a re-sent ABORTED says the same.
 		t := transition{attempt: attempt, phase: plugin.PhasePermanentFailure, final: true, reason: flytev1.ReasonAborted,
 			message: "the TaskAction was deleted", at: w.TA.DeletionTimestamp.Time}
 		// Reported, not persisted: the object is going away.
-		p.Events = append(p.Events, d.event(w, &w.TA.Status, t, eventVersion(&w.TA.Status, identityEpoch(w.TA), attempt, eventPhase(t))))
+		p.Events = append(p.Events, d.event(w, &p.Status, t, eventVersion(&p.Status, identityEpoch(w.TA), attempt, eventPhase(t))))
 		p.Recorded = append(p.Recorded, flytev1.ReasonAborted)
-		p.ReleaseReservation = serializable(w)
+		p.ReleaseReservation = holdsReservation(w)
 	}
 	d.stopLeftovers(p, w)
 	p.RemoveFinalizer = true
+}
+
+// recordLaunch records the launch of attempt's pod when the status does not
+// yet (its Queued was held back), so that the attempt is counted in the
+// status Flyte's control plane reads before the TaskAction goes. Its QUEUED
+// event goes again with it (the same identity: the events service keeps one).
+func (d decider) recordLaunch(p *Plan, w World, now time.Time, attempt uint32) {
+	if readState(&w.TA.Status, attempt).Pod != "" || (w.TA.Status.Attempts == attempt && w.TA.Status.PluginPhase != "") {
+		return
+	}
+	var created time.Time
+	switch {
+	case w.Pod.Holder == holderUs:
+		created = w.Pod.Created
+	case w.Unrecorded != nil:
+		created = w.Unrecorded.Created
+	default:
+		return
+	}
+	d.report(p, w, now, launchedQueued(attempt, created))
 }
 
 // releaseHold is how long a deleted TaskAction is held back: one created and
@@ -147,11 +179,11 @@ func (d decider) task(p *Plan, w World, now time.Time) {
 	pod := w.Pod
 	if u := w.Unrecorded; u != nil && s.Pod == "" && pod.Holder == holderNone {
 		// Launched with its Queued held back, and gone: recorded now as it
-		// would have been then (its QUEUED was reported at the launch), so
-		// that its deletion by someone else is counted like any other.
-		t := launchedQueued(attempt, u.Created)
-		st.Attempts = attempt
-		record(st, t, eventVersion(st, identityEpoch(w.TA), attempt, eventPhase(t)), now)
+		// would have been then, so that its deletion by someone else is
+		// counted like any other. Its QUEUED goes with it: the same event as
+		// at the launch (skipped if that one was acknowledged), so that no
+		// history entry is without its event.
+		d.report(p, w, now, launchedQueued(attempt, u.Created))
 		s.Pod = u.Pod
 	}
 	switch {
@@ -187,6 +219,9 @@ func (d decider) task(p *Plan, w World, now time.Time) {
 // beforeLaunch: the attempt's try has no pod yet. Wait out a backoff, consult
 // the cache, or launch.
 func (d decider) beforeLaunch(p *Plan, w World, now time.Time, s attemptState) {
+	if d.waitTimedOut(p, w, now, s) {
+		return
+	}
 	if s.RetryAt != nil && now.Before(s.RetryAt.Time) {
 		p.wake(s.RetryAt.Sub(now))
 		return
@@ -228,6 +263,7 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 		}
 		if notStarted(obs.Phase) {
 			if d.deferQueued(p, w, now, attempt) {
+				d.keepReservation(p, w)
 				return
 			}
 			created, obs.Phase = true, plugin.PhaseQueued
@@ -244,7 +280,7 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 		return
 	}
 	obs = withRuntimeError(obs, w.RuntimeError)
-	obs = d.applyTimeout(p, w, now, obs)
+	obs = d.applyTimeout(p, w, now, s, obs)
 	if obs.Phase.IsTerminal() && obs.Phase != plugin.PhaseSucceeded && obs.Error == nil {
 		// A failure nothing explains is not the task's fault.
 		obs.Error = &plugin.ExecError{Code: plugin.CodeUnknownError, Kind: flytev1.ErrorKindSystem, Message: obs.Message}
@@ -265,19 +301,23 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 	case obs.Phase.IsTerminal():
 		d.final(p, w, now, t)
 	default:
-		if obs.Progressed && !obs.Deleting && obs.Error == nil {
-			// Real progress of this try (not the observation of its end).
-			st.SystemFailures = 0
-		}
 		d.progress(p, w, now, s, t)
-		if pristine && d.holdRunning(p, w, now, t) {
-			return
-		}
 		p.wake(obs.RecheckAfter)
-		if serializable(w) && st.CacheStatus == flytev1.CacheMiss {
-			p.ExtendReservation = true
-			p.wake(heartbeat(d.Backoff))
+		d.keepReservation(p, w)
+		if pristine {
+			d.holdRunning(p, w, now, t)
 		}
+	}
+}
+
+// keepReservation extends the cache reservation this TaskAction holds while
+// its attempt runs, on every path (a status held back included): it lapses a
+// heartbeat's length after its last renewal, and another TaskAction would
+// then run the same work.
+func (d decider) keepReservation(p *Plan, w World) {
+	if holdsReservation(w) && p.Status.CacheStatus == flytev1.CacheMiss {
+		p.ExtendReservation = true
+		p.wake(heartbeat(d.Backoff))
 	}
 }
 
@@ -315,22 +355,25 @@ func (d decider) deferQueued(p *Plan, w World, now time.Time, attempt uint32) bo
 	return true
 }
 
-// holdRunning extends deferQueued to a pod that started within the delay: its
-// QUEUED and RUNNING are reported at once, and the status that records them is
-// held back until the pod has run for the delay, so that a short task costs
-// one status write, at its end. p has reported and recorded both transitions;
-// holding back keeps the events and drops the status (and the transition
-// metrics, counted when they are written).
-func (d decider) holdRunning(p *Plan, w World, now time.Time, t transition) bool {
-	hold := d.statusHold(w)
+// holdRunning: while the executor or the API server is short of capacity
+// (World.Saturated), the status that records a pod's start, when nothing of
+// the pod is recorded yet, is held back up to ExecutingDelay after the start
+// (its QUEUED and RUNNING are reported at once), so that a task that ends
+// within it costs one status write, at its end. Otherwise Executing is
+// written at once: Flyte's control plane shows an action as running only once
+// the TaskAction's conditions say Executing. Holding back keeps the events
+// and drops the status (and the transition metrics, counted when written).
+func (d decider) holdRunning(p *Plan, w World, now time.Time, t transition) {
+	hold := time.Duration(0)
+	if w.Saturated && d.QueuedDelay > 0 {
+		hold = d.ExecutingDelay
+	}
 	until := t.at.Add(hold)
 	if hold <= 0 || t.phase != plugin.PhaseRunning || !now.Before(until) {
-		return false
+		return
 	}
 	p.Status, p.Recorded = *w.TA.Status.DeepCopy(), nil
-	p.WakeAfter = 0
 	d.wakeHeld(p, w, now, until)
-	return true
 }
 
 // statusHold is how long a new pod's Queued and Running statuses are held
@@ -430,14 +473,15 @@ func (d decider) final(p *Plan, w World, now time.Time, t transition) {
 		t.message = t.err.Message
 	}
 	d.report(p, w, now, t)
-	p.Status.PluginState, p.Status.PluginStateVersion = nil, 0
+	writeState(&p.Status, attemptState{Attempt: t.attempt})
 	if w.Pod.Obs.Finished && !w.Pod.Obs.OccurredAt.IsZero() {
 		p.Metrics.TerminalLatency = now.Sub(w.Pod.Obs.OccurredAt)
 	}
 	d.stopLeftovers(p, w)
 	// Released once, after the end is durable; a crash before that leaves it
 	// to expire (a heartbeat's length).
-	p.ReleaseReservation = serializable(w)
+	p.ReleaseReservation = holdsReservation(w)
+	setReservation(&p.Status, nil)
 	p.WakeAfter = 0
 }
 
@@ -491,7 +535,9 @@ func (d decider) event(w World, st *flytev1.TaskActionStatus, t transition, vers
 		Attempt: int32(t.attempt), Phase: eventPhase(t), Version: int32(version),
 		UpdatedAt: t.at.UTC(), Cluster: d.Cluster, CacheStatus: st.CacheStatus.String(),
 	}
-	if t.attempt == max(w.TA.Status.Attempts, 1) && (w.Pod.Holder == holderUs || readState(&w.TA.Status, t.attempt).Pod != "") {
+	launched := w.Pod.Holder == holderUs || readState(&w.TA.Status, t.attempt).Pod != "" ||
+		(w.Unrecorded != nil && w.Unrecorded.Attempt == t.attempt)
+	if t.attempt == max(w.TA.Status.Attempts, 1) && launched {
 		// The attempt's pod, whether or not it is still there when the event is (re-)sent.
 		ev.PodName = w.Pod.Name
 		if w.Pod.Holder == holderUs && w.Pod.Logs != nil {

@@ -353,10 +353,12 @@ func TestRetriedAttemptSendsNoFailed(t *testing.T) {
 
 // TestQueuedStatusDelay: a new pod's Queued status is held back for the
 // delay after its creation. Its QUEUED event goes out at once and is the same
-// event on every reconcile meanwhile; a pod that starts within the delay
-// costs one status write for Queued and Running together, one still pending
-// after it gets its Queued status then. A launch whose plan writes something
-// else (the cache's answer) is not held back.
+// event on every reconcile meanwhile; a pod that starts within the delay gets
+// Queued and Executing in one status write at once (Flyte's control plane
+// shows an action as running only from the TaskAction's conditions); one
+// still pending after the delay gets its Queued status then; one that ends
+// within it, its end alone. A launch whose plan writes something else (the
+// cache's answer) is not held back.
 func TestQueuedStatusDelay(t *testing.T) {
 	d := testDecider
 	d.QueuedDelay = 5 * time.Second
@@ -375,16 +377,11 @@ func TestQueuedStatusDelay(t *testing.T) {
 		t.Errorf("within the delay: events %s (same as the launch's: %v), status written %v",
 			evs(meanwhile.Events), len(meanwhile.Events) == 1 && reflect.DeepEqual(meanwhile.Events[0], launch.Events[0]), !reflect.DeepEqual(meanwhile.Status, ta.Status))
 	}
-	// Started within the delay: RUNNING reported, the status held back until
-	// it has run for the delay; a short task's status is written once, at its end.
 	started := d.decide(worldOf(t, ta, ours("pod-1", t0, running(t0.Add(3*time.Second)))), t0.Add(3*time.Second))
 	if evs(started.Events) != "1:QUEUED:v1 1:RUNNING:v20" || !reflect.DeepEqual(started.Events[0], launch.Events[0]) ||
-		!reflect.DeepEqual(started.Status, ta.Status) || started.WakeAfter <= 0 || started.WakeAfter > 5*time.Second {
-		t.Errorf("started within the delay: events %s, status written %v, wake %v", evs(started.Events), !reflect.DeepEqual(started.Status, ta.Status), started.WakeAfter)
-	}
-	stillRunning := d.decide(worldOf(t, ta, ours("pod-1", t0, running(t0.Add(3*time.Second)))), t0.Add(8*time.Second))
-	if len(stillRunning.Events) != 2 || !reflect.DeepEqual(stillRunning.Events, started.Events) || historyOf(stillRunning.Status) != "Queued,Executing" {
-		t.Errorf("running for the delay: events %s (the same as reported: %v), history %s", evs(stillRunning.Events), reflect.DeepEqual(stillRunning.Events, started.Events), historyOf(stillRunning.Status))
+		historyOf(started.Status) != "Queued,Executing" || started.Status.Attempts != 1 {
+		t.Errorf("started within the delay: events %s, history %s, attempts %d; want Executing written at once",
+			evs(started.Events), historyOf(started.Status), started.Status.Attempts)
 	}
 	ended := d.decide(worldOf(t, ta, ours("pod-1", t0, succeeded(t0.Add(4*time.Second)))), t0.Add(4*time.Second))
 	if evs(ended.Events) != "1:QUEUED:v1 1:SUCCEEDED:v21" || !IsTerminal(applied(ta, ended)) {
@@ -402,11 +399,40 @@ func TestQueuedStatusDelay(t *testing.T) {
 	}
 }
 
+// TestExecutingHeldOnlyWhileSaturated: while the executor is short of
+// capacity, a pod that started with nothing of it recorded has its Executing
+// status held back, at most ExecutingDelay after its start (then written,
+// whatever the saturation), so that a task that ends within it costs one
+// status write; its QUEUED and RUNNING are reported at once meanwhile.
+func TestExecutingHeldOnlyWhileSaturated(t *testing.T) {
+	d := testDecider
+	d.QueuedDelay, d.SaturatedDelay, d.ExecutingDelay = 5*time.Second, 5*time.Minute, 10*time.Second
+	ta := newTA(0)
+	start := t0.Add(time.Second)
+	w := worldOf(t, ta, ours("pod-1", t0, running(start)))
+	w.Saturated = true
+	held := d.decide(w, t0.Add(3*time.Second))
+	if evs(held.Events) != "1:QUEUED:v1 1:RUNNING:v20" || !reflect.DeepEqual(held.Status, ta.Status) ||
+		held.WakeAfter <= 0 || held.WakeAfter > 8*time.Second {
+		t.Errorf("saturated, running 2s: events %s, status written %v, wake %v; want held back, wake by the hold's end",
+			evs(held.Events), !reflect.DeepEqual(held.Status, ta.Status), held.WakeAfter)
+	}
+	if p := d.decide(w, start.Add(d.ExecutingDelay)); historyOf(p.Status) != "Queued,Executing" {
+		t.Errorf("saturated, running for ExecutingDelay: history %q, want Executing written", historyOf(p.Status))
+	}
+	w.Saturated = false
+	if p := d.decide(w, t0.Add(3*time.Second)); historyOf(p.Status) != "Queued,Executing" {
+		t.Errorf("not saturated, running 2s: history %q, want Executing written at once", historyOf(p.Status))
+	}
+}
+
 // TestHeldLaunchDeletedExternally: a pod launched with its Queued held back
 // that disappears is counted as a system failure from the launch this process
 // remembers, as if its launch had been recorded; the status then records its
-// Queued under the version its QUEUED was reported with (no event again), and
-// the relaunched pod's QUEUED gets the next version.
+// Queued under the version its QUEUED was reported with, and that QUEUED goes
+// with it again (the same event: were the launch's report lost, the history
+// would have an entry without its event), and the relaunched pod's QUEUED gets
+// the next version.
 func TestHeldLaunchDeletedExternally(t *testing.T) {
 	d := testDecider
 	d.QueuedDelay = 5 * time.Second
@@ -424,7 +450,7 @@ func TestHeldLaunchDeletedExternally(t *testing.T) {
 	}
 	gone.Unrecorded = &launchRecord{TA: ta.UID, Attempt: 1, Pod: "pod-1", Created: t0}
 	p := d.decide(gone, t0.Add(time.Second))
-	if p.Status.SystemFailures != 1 || p.Launch || len(p.Events) != 0 || historyOf(p.Status) != "Queued" ||
+	if p.Status.SystemFailures != 1 || p.Launch || len(p.Events) != 1 || !reflect.DeepEqual(p.Events[0], launch.Events[0]) || historyOf(p.Status) != "Queued" ||
 		int32(p.Status.PluginPhaseVersion) != launch.Events[0].Version || readState(&p.Status, 1).RetryAt == nil || readState(&p.Status, 1).Pod != "" {
 		t.Fatalf("remembered launch, pod gone: system failures %d, relaunch %v, events %s, history %s, version %d (QUEUED's %d), state %+v",
 			p.Status.SystemFailures, p.Launch, evs(p.Events), historyOf(p.Status), p.Status.PluginPhaseVersion, launch.Events[0].Version, readState(&p.Status, 1))
@@ -482,4 +508,35 @@ func historyOf(st flytev1.TaskActionStatus) string {
 		s = append(s, h.Phase)
 	}
 	return strings.Join(s, ",")
+}
+
+// TestAbortCountsAnUnrecordedAttempt is issue 35, item 2 (the abort): a
+// TaskAction deleted while its pod's first statuses are held back writes its
+// attempt count before it is let go (Flyte's control plane records the
+// attempts of an aborted action from the status it last saw), with the QUEUED
+// it reported at the launch and its ABORTED.
+func TestAbortCountsAnUnrecordedAttempt(t *testing.T) {
+	d := testDecider
+	d.QueuedDelay = 5 * time.Second
+	ta := newTA(0)
+	w := worldOf(t, ta, ours("pod-1", t0, plugin.Observation{Phase: plugin.PhaseQueued}))
+	w.Launch = &launchOutcome{}
+	launch := d.decide(w, t0)
+	if !reflect.DeepEqual(launch.Status, ta.Status) {
+		t.Fatal("the launch's Queued was not held back")
+	}
+	deleted := ta.DeepCopy()
+	deleted.DeletionTimestamp = ptrTo(metav1.NewTime(t0.Add(3 * time.Second)))
+	p := d.decide(worldOf(t, deleted, ours("pod-1", t0, running(t0.Add(time.Second)))), t0.Add(3*time.Second))
+	if p.Status.Attempts != 1 || historyOf(p.Status) != "Queued" || evs(p.Events) != "1:QUEUED:v1 1:ABORTED:v23" ||
+		!reflect.DeepEqual(p.Events[0], launch.Events[0]) || !p.RemoveFinalizer || len(p.Delete) != 1 {
+		t.Errorf("deleted with its launch unrecorded: attempts %d, history %s, events %s, release %v, deletes %v; want attempt 1 written, then let go",
+			p.Status.Attempts, historyOf(p.Status), evs(p.Events), p.RemoveFinalizer, p.Delete)
+	}
+	// Recorded already: nothing more is written.
+	recorded := applied(ta, d.decide(worldOf(t, ta, ours("pod-1", t0, running(t0.Add(time.Second)))), t0.Add(2*time.Second)))
+	recorded.DeletionTimestamp = deleted.DeletionTimestamp
+	if p := d.decide(worldOf(t, recorded, ours("pod-1", t0, running(t0.Add(time.Second)))), t0.Add(3*time.Second)); !equalStatus(recorded.Status, p.Status) || evs(p.Events) != "1:ABORTED:v39" {
+		t.Errorf("deleted with its attempt recorded: status written %v, events %s", !equalStatus(recorded.Status, p.Status), evs(p.Events))
+	}
 }

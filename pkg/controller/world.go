@@ -71,7 +71,11 @@ type twin struct {
 
 // World is everything one reconcile decides from, gathered before deciding.
 type World struct {
+	// TA is the TaskAction, its status as the executor recorded it (ownView).
 	TA *flytev1.TaskAction
+	// Stored is its status as stored, other writers' values included (nil:
+	// TA's): status patches are computed from it.
+	Stored *flytev1.TaskActionStatus
 	// Task is the decoded task (nil with SpecErr).
 	Task    *task.Task
 	SpecErr error
