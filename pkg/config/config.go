@@ -85,16 +85,21 @@ type Config struct {
 	DefaultMemory              string   `json:"defaultMemory"`
 	ImagePullGracePeriod       Duration `json:"imagePullGracePeriod"`
 	CreateContainerGracePeriod Duration `json:"createContainerGracePeriod"`
-	// QueuedStatusDelay holds back the status of a new pod: Queued until this
-	// long after its creation, Running until it has run this long, so that a
-	// short task costs one status write (its events are reported at once).
-	// 0 writes each state at once.
+	// QueuedStatusDelay holds back the Queued status of a new pod until this
+	// long after its creation, so that a pod that starts within it costs no
+	// status write for Queued (its events are reported at once). 0 writes
+	// each state at once (and turns the two holds below off).
 	QueuedStatusDelay Duration `json:"queuedStatusDelay"`
-	// SaturatedStatusDelay extends that hold while the executor or the API
-	// server is short of capacity, so that writes go to launches and
-	// completions. It never shortens it, and a queuedStatusDelay of 0 turns
-	// both off.
+	// SaturatedStatusDelay extends the Queued hold while the executor or the
+	// API server is short of capacity, so that writes go to launches and
+	// completions. It never shortens it.
 	SaturatedStatusDelay Duration `json:"saturatedStatusDelay"`
+	// ExecutingStatusDelay: while the executor or the API server is short
+	// of capacity, a started pod's Executing status may be held back this
+	// long after its start (a task that ends within it costs no write for
+	// it); otherwise Executing is written at once, since Flyte's control
+	// plane shows an action as running only from the TaskAction's conditions.
+	ExecutingStatusDelay Duration `json:"executingStatusDelay"`
 
 	MaxSystemFailures       int      `json:"maxSystemFailures"`
 	MaxConcurrentReconciles int      `json:"maxConcurrentReconciles"`
@@ -154,6 +159,7 @@ func Default() Config {
 		CreateContainerGracePeriod: Duration{3 * time.Minute},
 		QueuedStatusDelay:          Duration{DefaultQueuedStatusDelay},
 		SaturatedStatusDelay:       Duration{DefaultSaturatedStatusDelay},
+		ExecutingStatusDelay:       Duration{DefaultExecutingStatusDelay},
 
 		MaxSystemFailures: 3,
 		// Reconciles spend most of their time waiting on the API server and on the

@@ -48,6 +48,13 @@ const (
 	// phase from the TaskAction's conditions) may show a running action as
 	// queued under load.
 	MaxSaturatedStatusDelay = 30 * time.Minute
+	// DefaultExecutingStatusDelay: under saturation, a task that ends within
+	// it (the bench's run 2s) costs no Executing write; a longer one shows
+	// as running in Flyte's UI at most this late.
+	DefaultExecutingStatusDelay = 10 * time.Second
+	// MaxExecutingStatusDelay bounds how late, under load, Flyte's API may
+	// show a running action as running.
+	MaxExecutingStatusDelay = time.Minute
 	// MinGCInterval keeps the collector's sweeps (a walk of every terminal
 	// TaskAction in the cache) from becoming a hot loop.
 	MinGCInterval = time.Minute
@@ -183,6 +190,9 @@ func (c Config) Validate() error {
 	}
 	if d := c.SaturatedStatusDelay.Duration; d < 0 || d > MaxSaturatedStatusDelay {
 		add("saturatedStatusDelay", "must be between 0 (no longer than queuedStatusDelay) and %v, got %v", MaxSaturatedStatusDelay, c.SaturatedStatusDelay)
+	}
+	if d := c.ExecutingStatusDelay.Duration; d < 0 || d > MaxExecutingStatusDelay {
+		add("executingStatusDelay", "must be between 0 (write Executing at once) and %v, got %v", MaxExecutingStatusDelay, c.ExecutingStatusDelay)
 	}
 	if n := c.MaxSystemFailures; n < 0 || n > MaxSystemFailuresLimit {
 		add("maxSystemFailures", "must be between 0 and %d, got %d", MaxSystemFailuresLimit, n)

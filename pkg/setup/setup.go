@@ -229,6 +229,7 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options, setting
 			RequeueDuration:      cfg.RequeueDuration.Duration,
 			QueuedStatusDelay:    cfg.QueuedStatusDelay.Duration,
 			SaturatedStatusDelay: cfg.SaturatedStatusDelay.Duration,
+			ExecutingStatusDelay: cfg.ExecutingStatusDelay.Duration,
 			Settings:             settings,
 		},
 	}
