@@ -39,6 +39,7 @@ type DecodeError struct {
 	More int
 }
 
+// Error names each value and why it does not decode ("path: reason; …").
 func (e *DecodeError) Error() string {
 	parts := make([]string, 0, len(e.Fields)+1)
 	for _, f := range e.Fields {
@@ -47,7 +48,7 @@ func (e *DecodeError) Error() string {
 	if e.More > 0 {
 		parts = append(parts, fmt.Sprintf("and %d more", e.More))
 	}
-	return "the stored TaskAction does not decode: " + strings.Join(parts, "; ")
+	return strings.Join(parts, "; ")
 }
 
 // Under is the part of e about the values below any of prefixes (e.g.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -17,6 +18,7 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/controller"
+	"github.com/taskaction/executor/pkg/quantity"
 )
 
 // TaskActionAdmission admits a TaskAction's creation in one call from the
@@ -39,9 +41,7 @@ func (a TaskActionAdmission) Handle(_ context.Context, req admission.Request) ad
 	}
 	ta := &flytev1.TaskAction{}
 	if err := json.Unmarshal(req.Object.Raw, ta); err != nil {
-		// Mutation comes before the CRD's schema validation, which refuses
-		// such an object naming the field (the Go types and the schema are
-		// one). Were it admitted, the reconciler would report it.
+		// Not an object: the API server's own decoding refuses it.
 		return admission.Allowed("left to the schema validation")
 	}
 	verdict := a.Validator.check(ta)
@@ -83,8 +83,16 @@ func (v TaskActionValidator) Handle(_ context.Context, req admission.Request) ad
 }
 
 // check applies the executor's rules to a decoded TaskAction: allowed (with
-// warnings) or refused.
+// warnings) or refused. Decoding takes time bounded by the object's size
+// (every quantity is checked before it is parsed, api/v1 and pkg/quantity),
+// so the answer comes well within the webhook's timeout: nothing is admitted
+// because judging it took too long. A spec value the Go types cannot hold
+// refuses the TaskAction, naming the value; the status is not judged (the
+// API server drops it on create and keeps the stored one on update).
 func (v TaskActionValidator) check(ta *flytev1.TaskAction) admission.Response {
+	if err := ta.DecodeErrorUnder("spec"); err != nil {
+		return admission.Denied(err.Error())
+	}
 	warnings := podSpecWarnings(ta)
 	if v.Extra != nil {
 		if err := v.Extra(ta); err != nil {
@@ -100,6 +108,9 @@ func podSpecWarnings(ta *flytev1.TaskAction) []string {
 	tt := ta.Spec.Template
 	if tt == nil || tt.PodTemplate == nil || tt.PodTemplate.Spec == nil || len(tt.PodTemplate.Spec.Raw) == 0 {
 		return nil
+	}
+	if len(quantity.CheckTree(tt.PodTemplate.Spec.Raw, reflect.TypeFor[corev1.PodSpec](), "", 1)) > 0 {
+		return nil // not decoded: the decode in Extra names the quantity
 	}
 	var spec corev1.PodSpec
 	strict, err := sigsjson.UnmarshalStrict(tt.PodTemplate.Spec.Raw, &spec)
