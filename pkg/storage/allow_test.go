@@ -150,6 +150,15 @@ func TestAllowedFolder(t *testing.T) {
 		_, err := s.Read(ctx, uri)
 		refused(t, "Read", uri, err)
 	}
+	// Check takes a folder, with or without its slash (a runOutputBase).
+	for _, ok := range []string{"s3://shared/flyte", "s3://shared/flyte/", "s3://shared/flyte/run/inputs.pb"} {
+		if err := s.Check(ok); err != nil {
+			t.Errorf("Check %s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"s3://shared", "s3://shared/", "s3://shared/flyteother"} {
+		refused(t, "Check", bad, s.Check(bad))
+	}
 	if _, err := s.Read(ctx, "s3://shared/flyte/../other/x"); !errors.Is(err, storage.ErrInvalidURI) {
 		t.Fatalf("a key with ..: %v, want ErrInvalidURI", err)
 	}

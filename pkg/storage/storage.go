@@ -118,8 +118,9 @@ func parse(uri string) (Location, error) {
 // on first use and keeping it open: at most one bucket per allowed location
 // is ever open, whatever URIs it is given.
 type Store struct {
-	cfg     config.StorageConfig
-	allowed []config.StorageLocation
+	cfg       config.StorageConfig
+	allowed   []config.StorageLocation
+	localRoot string // where file://name/... lives; "" if nowhere
 	// httpClient serves GCS and Azure; S3 has a client of the AWS SDK.
 	httpClient *http.Client
 	limit      int64
@@ -141,7 +142,8 @@ func New(cfg config.StorageConfig) (*Store, error) {
 	if len(cfg.DefaultHTTPClient.Headers) > 0 {
 		hc.Transport = headerTransport{headers: cfg.DefaultHTTPClient.Headers, next: http.DefaultTransport}
 	}
-	return &Store{cfg: cfg, allowed: allowed, httpClient: hc, limit: cfg.GetLimitBytes(), buckets: map[string]*blob.Bucket{}}, nil
+	return &Store{cfg: cfg, allowed: allowed, localRoot: cfg.LocalRoot(), httpClient: hc, limit: cfg.GetLimitBytes(),
+		buckets: map[string]*blob.Bucket{}}, nil
 }
 
 // target is where an allowed URI leads: the bucket to open and the key in it.
@@ -182,11 +184,15 @@ func (s *Store) resolve(uri string, object bool) (target, error) {
 	if account == "" && (loc.Scheme == "abfs" || loc.Scheme == "abfss" || loc.Scheme == "azblob") {
 		account = s.cfg.AzureAccount(loc.Scheme)
 	}
+	key := loc.Key
+	if !object && !strings.HasSuffix(key, "/") {
+		key += "/" // a folder: s3://b/f is allowed by s3://b/f/
+	}
 	for _, a := range s.allowed {
 		if a.Scheme != loc.Scheme || a.Bucket != loc.Bucket || a.Account != account {
 			continue
 		}
-		if a.Prefix != "" && !strings.HasPrefix(loc.Key, a.Prefix+"/") {
+		if a.Prefix != "" && !strings.HasPrefix(key, a.Prefix+"/") {
 			continue
 		}
 		loc.Account = account
@@ -207,8 +213,8 @@ func (s *Store) resolveFile(uri string, loc Location) (target, error) {
 	switch {
 	case strings.HasPrefix(loc.Bucket, "/"):
 		p = path.Join(loc.Bucket, loc.Key)
-	case s.cfg.LocalRoot() != "":
-		p = path.Join(s.cfg.LocalRoot(), loc.Bucket, loc.Key)
+	case s.localRoot != "":
+		p = path.Join(s.localRoot, loc.Bucket, loc.Key)
 	default:
 		return target{}, s.notAllowed(uri, "file:///<absolute directory>")
 	}
