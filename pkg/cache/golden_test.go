@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -370,5 +371,80 @@ func TestKeyPartsMatchFlyteGolden(t *testing.T) {
 	}
 	if want := id + "-" + sig + "-" + in + "-" + goldenVersion; want != goldenKeyN3 {
 		t.Fatalf("the parts joined are %s, want %s", want, goldenKeyN3)
+	}
+}
+
+// Fields of Flyte's schema that the generated types lack: Literal.artifact_id,
+// Variable.artifact_partial_id and Variable.artifact_tag. The generated types
+// cannot parse their text, so the template and the inputs are given in the
+// wire form Flyte's program serialized (standard base64); flyteText shows
+// what they hold in Flyte's text form: the inputs, and the interface where it
+// is not goldenIfaceN (the rest of the template is goldenTemplate's, without
+// an org, version abc123).
+var goldenWireCases = []struct {
+	name, flyteText  string
+	template, inputs string
+	wantKey          string
+}{
+	{name: "an input literal's artifact_id counts",
+		flyteText: `literals { key: "n" value { scalar { primitive { integer: 3 } } artifact_id { key { project: "p" domain: "d" name: "a" org: "o" } version: "v1" } } }`,
+		template:  "Ci8IARILZmx5dGVzbmFja3MaC2RldmVsb3BtZW50Igl3Zi5zcXVhcmUqBmFiYzEyMxIGcHl0aG9uGgUIATIBMSIbCgsKCQoBbhIECgIIARIMCgoKAm8wEgQKAggB",
+		inputs:    "Ch8KAW4SGkoSCgwKAXASAWQaAWEiAW8SAnYxCgQKAggD",
+		wantKey:   goldenIDNoOrg + "-WNyXrUZC-J2qAfV9C-pFMemndK63zFQj-hheJg8MxDA1lb0kYE_noDFL6H6ik-" + goldenVersion},
+	{name: "the interface variables' artifact_partial_id and artifact_tag count",
+		flyteText: `interface {
+  inputs { variables { key: "n" value { type { simple: INTEGER } artifact_partial_id { artifact_key { project: "p" name: "model" } version: "latest" partitions { value { key: "region" value { static_value: "eu" } } value { key: "run" value { input_binding { var: "n" } } } value { key: "t" value { triggered_binding { partition_key: "ds" time_transform { transform: "-P1D" op: MINUS } } } } value { key: "rt" value { runtime_binding { } } } } time_partition { value { time_value { seconds: 1700000000 } } granularity: DAY } } } } }
+  outputs { variables { key: "o0" value { type { simple: INTEGER } artifact_tag { artifact_key { name: "b" org: "o" } value { triggered_binding { bind_to_time_partition: true } } } } } }
+}
+literals { key: "n" value { scalar { primitive { integer: 3 } } } }`,
+		template: "Ci8IARILZmx5dGVzbmFja3MaC2RldmVsb3BtZW50Igl3Zi5zcXVhcmUqBmFiYzEyMxIGcHl0aG9uGgUIATIBMSKOAQpuCmwKAW4SZwoCCAEaYQoKCgFwGgVtb2RlbBIGbGF0ZXN0Gj0KDgoGcmVnaW9uEgQKAmV1CggKAnJ0EgIqAAoMCgNydW4SBSIDCgFuChMKAXQSDhoMOgYKBC1QMUQqAmRzIgwKCBIGCIDiz6oGEAMSHAoaCgJvMBIUCgIIASIOCgYaAWIiAW8SBBoCMAE=",
+		inputs:   "CgsKAW4SBgoECgIIAw==",
+		wantKey:  goldenIDNoOrg + "-OlU8RIH2-yHEAGw2Q-vvL3cM1mzryVioHUaWRlm03TAw_yBloq986VtCEq33M-" + goldenVersion},
+	{name: "artifact_id counts in a collection and a union, not beside a hash",
+		flyteText: `interface {
+  inputs {
+    variables { key: "n" value { type { simple: INTEGER } } }
+    variables { key: "c" value { type { collection_type { simple: INTEGER } } } }
+    variables { key: "h" value { type { simple: INTEGER } } }
+    variables { key: "u" value { type { union_type { variants { simple: INTEGER } } } } }
+  }
+  outputs { variables { key: "o0" value { type { simple: INTEGER } } } }
+}
+literals { key: "n" value { scalar { primitive { integer: 3 } } artifact_id { key { project: "p" domain: "d" name: "a" org: "o" } version: "v1" } } }
+literals { key: "c" value { collection { literals { scalar { primitive { integer: 1 } } artifact_id { key { project: "p" domain: "d" name: "a" org: "o" } version: "v1" } } } } }
+literals { key: "h" value { scalar { primitive { integer: 5 } } hash: "h5" artifact_id { key { project: "p" domain: "d" name: "a" org: "o" } version: "v1" } } }
+literals { key: "u" value { scalar { union { value { scalar { primitive { integer: 2 } } artifact_id { key { project: "p" domain: "d" name: "a" org: "o" } version: "v1" } } type { simple: INTEGER } } } } }`,
+		template: "Ci8IARILZmx5dGVzbmFja3MaC2RldmVsb3BtZW50Igl3Zi5zcXVhcmUqBmFiYzEyMxIGcHl0aG9uGgUIATIBMSJCCjIKCQoBbhIECgIIAQoLCgFjEgYKBBoCCAEKCQoBaBIECgIIAQoNCgF1EggKBlIECgIIARIMCgoKAm8wEgQKAggB",
+		inputs:   "CiMKAWMSHhIcChpKEgoMCgFwEgFkGgFhIgFvEgJ2MQoECgIIAQojCgFoEh4iAmg1ShIKDAoBcBIBZBoBYSIBbxICdjEKBAoCCAUKHwoBbhIaShIKDAoBcBIBZBoBYSIBbxICdjEKBAoCCAMKKQoBdRIkCiJKIAoaShIKDAoBcBIBZBoBYSIBbxICdjEKBAoCCAISAggB",
+		wantKey:  goldenIDNoOrg + "-r6h5V_U4-J2qAfV9C-xcDYNSx3AEZfEtSdz_aeHNr34x4J7FxzyWH6Pq3E0JE-" + goldenVersion},
+}
+
+// TestTaskKeyMatchesFlyteGoldenWithArtifactFields: what the generated types
+// keep as unknown fields is hashed as Flyte hashes it.
+func TestTaskKeyMatchesFlyteGoldenWithArtifactFields(t *testing.T) {
+	for _, tc := range goldenWireCases {
+		t.Run(tc.name, func(t *testing.T) {
+			tmpl, inputs := &core.TaskTemplate{}, &core.LiteralMap{}
+			for _, p := range []struct {
+				b64 string
+				m   proto.Message
+			}{{tc.template, tmpl}, {tc.inputs, inputs}} {
+				b, err := base64.StdEncoding.DecodeString(p.b64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := proto.Unmarshal(b, p.m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			k, on, err := cache.TaskKey(context.Background(), &countingReader{m: inputs}, tmpl, "s3://bucket/inputs", goldenVersion)
+			if err != nil || !on {
+				t.Fatalf("TaskKey: enabled=%v err=%v", on, err)
+			}
+			want := cache.Key{Project: "flytesnacks", Domain: "development", Key: tc.wantKey}
+			if k != want {
+				t.Fatalf("key of\n%s\n got  %s\n want %s", tc.flyteText, k, want)
+			}
+		})
 	}
 }

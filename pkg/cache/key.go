@@ -13,26 +13,35 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 )
 
-// The cache key is Flyte's, so that the executor and Flyte's own executor find
-// each other's entries at the same cache service:
+// The cache key is Flyte's executor's, so that the executor and Flyte's own
+// executor find each other's entries at the same cache service:
 //
 //	<task identity hash>-<inputs signature hash>-<outputs signature hash>-<inputs hash>-<cache version>
 //
 // Every hash is an objecthash of the message's JSON form as golang/protobuf's
 // jsonpb writes it (field JSON names, enums by name, 64-bit integers as
-// strings, empty fields left out, map keys sorted by objecthash). The task
-// identity leaves out the version, so a new task version still hits; the
-// signature hashes are cut to 8 characters; inputs whose literal carries a
-// hash of its own are replaced by that hash.
+// strings, empty fields left out, map keys sorted by objecthash), in Flyte's
+// schema (schema.go). The task identity is the identifier as the template has
+// it, less its version (so a new task version still hits), in standard base64
+// with padding; the signature hashes are of the interface's inputs and
+// outputs variable maps (an absent or empty one as an empty map), each in
+// URL-safe base64 without padding cut to 8 characters; the inputs hash is in
+// URL-safe base64 without padding, of the inputs less the ignored variables,
+// where a literal carrying a hash of its own counts by that hash alone. The
+// cache version is appended as it is, empty included.
 
 // signatureHashLen is how much of each interface hash goes into the key.
 const signatureHashLen = 8
 
 var jsonMarshaler = &jsonpb.Marshaler{}
 
-// protoHash is the 32-byte objecthash of m's JSON form.
+// protoHash is the 32-byte objecthash of m's JSON form in Flyte's schema.
 func protoHash(m protoadapt.MessageV2) ([32]byte, error) {
-	js, err := jsonMarshaler.MarshalToString(protoadapt.MessageV1Of(m))
+	full, err := inFlyteSchema(m)
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("reading %T in Flyte's schema: %w", m, err)
+	}
+	js, err := jsonMarshaler.MarshalToString(protoadapt.MessageV1Of(full))
 	if err != nil {
 		return [32]byte{}, fmt.Errorf("encoding %T as JSON: %w", m, err)
 	}
@@ -120,8 +129,8 @@ func hashed(lit *core.Literal) *core.Literal {
 
 // KeyInput is what a cache key is computed from.
 type KeyInput struct {
-	// Task is the template's identifier; its org, project and domain also
-	// scope the entry at the service.
+	// Task is the template's identifier; its org (empty included), project
+	// and domain also scope the entry at the service.
 	Task *core.Identifier
 	// Interface is the template's interface.
 	Interface *core.TypedInterface

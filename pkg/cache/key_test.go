@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/taskaction/executor/gen/flyteidl2/core"
@@ -213,4 +214,22 @@ func TestComputeKey(t *testing.T) {
 			t.Error("no interface: no error")
 		}
 	})
+}
+
+// A field that neither the generated types nor Flyte's schema know is left
+// out of the hash, as Flyte's encoder leaves out what its types do not know.
+func TestHashInputsLeavesOutFieldsNoSchemaKnows(t *testing.T) {
+	plain, err := cache.HashInputs(lits("n", intLit(3)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lit := intLit(3)
+	lit.ProtoReflect().SetUnknown(protowire.AppendString(protowire.AppendTag(nil, 99, protowire.BytesType), "future"))
+	got, err := cache.HashInputs(lits("n", lit), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != plain {
+		t.Fatalf("hash %s, want %s", got, plain)
+	}
 }
