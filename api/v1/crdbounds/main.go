@@ -3,11 +3,11 @@
 // packages: every value whose Go type is a resource.Quantity (the typed
 // container's requests and limits, an env var's resourceFieldRef divisor)
 // gets pkg/quantity's Pattern (Kubernetes' own with the exponent at most two
-// digits) and MaxLength, and for the integer form a magnitude below 1e100:
-// exactly what the executor's decoder takes. It walks the schema beside the
-// Go type by reflection, so a quantity added anywhere in the type is bounded
-// too. `make manifests` runs it after controller-gen; a second run changes
-// nothing.
+// digits) and MaxLength: exactly what the executor's decoder takes (the API
+// server holds the integer form to int64 by itself). It walks the schema
+// beside the Go type by reflection, so that a quantity added anywhere in the
+// type is bounded too. `make manifests` runs it after controller-gen; a
+// second run changes nothing.
 //
 // Usage: go run ./api/v1/crdbounds config/crd/bases/flyte.org_taskactions.yaml
 package main
@@ -96,11 +96,10 @@ func walk(s map[string]any, t reflect.Type, n *int) {
 		t = t.Elem()
 	}
 	if t == quantityType {
+		// The integer form needs no bound of its own: the API server holds
+		// an integer to int64, whose every value the decoder takes.
 		s["pattern"] = quantity.Pattern
 		s["maxLength"] = json.Number(fmt.Sprint(quantity.MaxLength))
-		// A JSON number beyond these is written with a three-digit exponent.
-		s["maximum"], s["exclusiveMaximum"] = json.Number("1e+100"), true
-		s["minimum"], s["exclusiveMinimum"] = json.Number("-1e+100"), true
 		*n++
 		return
 	}
