@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
 )
 
 // Namespace prefixes every metric of the executor.
@@ -31,13 +33,63 @@ const (
 	GCFailed      = "failed"       // any other error; retried on the next sweep
 )
 
+// LabelOther stands for every value outside a label's known set. A label
+// fed by text the executor does not choose (the error code of a task's
+// error.pb, a condition reason written by another client) would otherwise
+// add a series for each distinct value, without bound.
+const LabelOther = "other"
+
+// SystemFailureCodes are the codes executor_taskaction_system_failures_total
+// names as they are: the system failures the executor and its pod plugin
+// tell apart. Any other code is counted as LabelOther.
+var SystemFailureCodes = []string{
+	"SystemError",               // an API error launching or reading the attempt
+	"StorageError",              // blob storage could not be read (inputs, error.pb)
+	"ResourceDeletedExternally", // the pod was deleted by someone else, or is gone
+	"UnknownError",              // a pod failure nothing explains
+	"Evicted",
+	"Interrupted", // node shutdown, preemption, API eviction
+	"NodeAffinity",
+	"NodeLost",
+	"UnexpectedAdmissionError",
+	"OutOfcpu", "OutOfmemory", "OutOfpods", "OutOfephemeral-storage", // the kubelet refused the pod
+}
+
+var systemFailureCodes = setOf(SystemFailureCodes...)
+
+// phaseNames are the phases executor_taskactions and
+// executor_taskaction_transitions_total name: the TaskAction condition
+// reasons (which are also the phase-history names) and PhaseUnknown.
+var phaseNames = setOf(
+	flytev1.ReasonQueued, flytev1.ReasonInitializing, flytev1.ReasonExecuting, flytev1.ReasonCompleted,
+	flytev1.ReasonRetryableFailure, flytev1.ReasonPermanentFailure, flytev1.ReasonAborted,
+	flytev1.ReasonPluginNotFound, flytev1.ReasonInvalidSpec, flytev1.ReasonTimedOut,
+	flytev1.ReasonPaused, flytev1.ReasonSignaled, PhaseUnknown,
+)
+
+func setOf(vs ...string) map[string]bool {
+	m := make(map[string]bool, len(vs))
+	for _, v := range vs {
+		m[v] = true
+	}
+	return m
+}
+
+// bounded is v if known holds it, else LabelOther.
+func bounded(known map[string]bool, v string) string {
+	if known[v] {
+		return v
+	}
+	return LabelOther
+}
+
 // latencyBuckets span a fast local launch to a long image pull.
 var latencyBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
 var (
 	transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "taskaction_transitions_total",
-		Help: "Phase transitions of TaskActions the reconciler recorded, by phase and outcome (ok, error).",
+		Help: "Phase transitions of TaskActions the reconciler recorded, by phase (a TaskAction reason, else \"other\") and outcome (ok, error).",
 	}, []string{"phase", "outcome"})
 
 	attempts = prometheus.NewCounter(prometheus.CounterOpts{
@@ -52,7 +104,7 @@ var (
 
 	systemFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "taskaction_system_failures_total",
-		Help: "System failures of attempts, by error code.",
+		Help: "System failures of attempts, by error code (a known code, else \"other\").",
 	}, []string{"code"})
 
 	quotaRefusals = prometheus.NewCounter(prometheus.CounterOpts{
@@ -68,7 +120,7 @@ var (
 
 	terminalLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: Namespace, Name: "taskaction_terminal_latency_seconds",
-		Help:    "Time from the end of a TaskAction's last pod to its terminal status being written.",
+		Help:    "Time from the end of a TaskAction's last pod (when its primary container finished) to its terminal status being written.",
 		Buckets: latencyBuckets,
 	})
 
@@ -120,9 +172,12 @@ func init() {
 }
 
 // Transition counts one phase transition the reconciler recorded. phase is
-// the phaseHistory name (Queued, Executing, Completed, ...); outcome is
-// OutcomeOK when its event and status were written, OutcomeError otherwise.
-func Transition(phase, outcome string) { transitions.WithLabelValues(phase, outcome).Inc() }
+// the phaseHistory name (Queued, Executing, Completed, ...; any other is
+// counted as LabelOther); outcome is OutcomeOK when its event and status were
+// written, OutcomeError otherwise.
+func Transition(phase, outcome string) {
+	transitions.WithLabelValues(bounded(phaseNames, phase), outcome).Inc()
+}
 
 // Attempt counts one attempt pod launched.
 func Attempt() { attempts.Inc() }
@@ -130,8 +185,12 @@ func Attempt() { attempts.Inc() }
 // Retry counts one user retry (a new attempt after a retryable failure).
 func Retry() { retries.Inc() }
 
-// SystemFailure counts one system failure with its error code.
-func SystemFailure(code string) { systemFailures.WithLabelValues(code).Inc() }
+// SystemFailure counts one system failure with its error code: one of
+// SystemFailureCodes, else LabelOther (a code from a task's error.pb or a
+// kubelet reason of an unusual resource).
+func SystemFailure(code string) {
+	systemFailures.WithLabelValues(bounded(systemFailureCodes, code)).Inc()
+}
 
 // QuotaRefusal counts a pod create refused by a resource quota.
 func QuotaRefusal() { quotaRefusals.Inc() }

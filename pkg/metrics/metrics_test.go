@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -30,6 +31,8 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/metrics"
+	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/setup"
 )
 
@@ -379,4 +382,68 @@ type failingReader struct{ client.Reader }
 
 func (failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
 	return errors.New("cache is gone")
+}
+
+// TestUserTextAddsNoSeries: the error code of a task's error.pb is the task's
+// own text (a SYSTEM error there is counted as a system failure), and whoever
+// may write a TaskAction's status chooses its condition reasons. Neither may
+// add series: an unknown value is counted under "other".
+func TestUserTextAddsNoSeries(t *testing.T) {
+	const n = 50
+	before := scrape(t)
+	for i := range n {
+		metrics.SystemFailure(fmt.Sprintf("user-code-%d", i))
+		metrics.Transition(fmt.Sprintf("MadeUp%d", i), metrics.OutcomeOK)
+	}
+	metrics.SystemFailure("Evicted")
+	after := scrape(t)
+
+	for _, name := range []string{"executor_taskaction_system_failures_total", "executor_taskaction_transitions_total"} {
+		var added []string
+		for k := range after {
+			if _, ok := before[k]; !ok && strings.HasPrefix(k, name+"{") {
+				added = append(added, k)
+			}
+		}
+		if len(added) > 2 {
+			t.Errorf("%d new %s series from arbitrary text: %v", len(added), name, added)
+		}
+		for _, k := range added {
+			if strings.Contains(k, "user-code-") || strings.Contains(k, "MadeUp") {
+				t.Errorf("series named by arbitrary text: %s", k)
+			}
+		}
+	}
+	wantDelta(t, before, after, map[string]float64{
+		`executor_taskaction_system_failures_total{code="other"}`:             n,
+		`executor_taskaction_system_failures_total{code="Evicted"}`:           1,
+		`executor_taskaction_transitions_total{outcome="ok",phase="other"}`:   n,
+		`executor_taskaction_system_failures_total{code="user-code-0"}`:       0,
+		`executor_taskaction_transitions_total{outcome="ok",phase="MadeUp0"}`: 0,
+	})
+
+	for _, tc := range []struct{ reason, want string }{
+		{flytev1.ReasonCompleted, flytev1.ReasonCompleted},
+		{"SomeoneElsesReason", metrics.LabelOther},
+	} {
+		ta := taskAction("ns", "x", cond(flytev1.ConditionSucceeded, metav1.ConditionTrue, tc.reason))
+		if got := metrics.Phase(ta); got != tc.want {
+			t.Errorf("Phase with Succeeded reason %q = %q, want %q", tc.reason, got, tc.want)
+		}
+		ta = taskAction("ns", "y", cond(flytev1.ConditionProgressing, metav1.ConditionTrue, tc.reason))
+		if got := metrics.Phase(ta); got != tc.want {
+			t.Errorf("Phase with Progressing reason %q = %q, want %q", tc.reason, got, tc.want)
+		}
+	}
+}
+
+// The system-failure codes the pod plugin and the reconciler produce keep
+// their names in the metric.
+func TestKnownSystemFailureCodes(t *testing.T) {
+	for _, code := range []string{container.CodeEvicted, container.CodeInterrupted, plugin.CodeUnknownError,
+		plugin.CodeResourceDeletedExternally, "SystemError", "StorageError", "NodeLost", "OutOfcpu"} {
+		if !slices.Contains(metrics.SystemFailureCodes, code) {
+			t.Errorf("%s is not a known system-failure code", code)
+		}
+	}
 }

@@ -27,7 +27,7 @@ const PhaseUnknown = "Unknown"
 const collectTimeout = 5 * time.Second
 
 var phaseDesc = prometheus.NewDesc(Namespace+"_taskactions",
-	"TaskActions in the informer cache, by phase (the Succeeded or Failed reason when terminal, else the Progressing reason).",
+	"TaskActions in the informer cache, by phase (the Succeeded or Failed reason when terminal, else the Progressing reason; \"other\" for a reason that is not the executor's).",
 	[]string{"phase"}, nil)
 
 // phaseCollector counts TaskActions by phase at scrape time, so the numbers
@@ -82,16 +82,18 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Phase is the phase a TaskAction is counted under: the reason of its
-// Succeeded or Failed condition when terminal, else of its Progressing condition.
+// Succeeded or Failed condition when terminal, else of its Progressing
+// condition. A reason that is not one of the executor's (another client may
+// write the status) is LabelOther, so that the gauge's series stay bounded.
 func Phase(ta *flytev1.TaskAction) string {
 	conds := ta.Status.Conditions
 	for _, typ := range []string{flytev1.ConditionSucceeded, flytev1.ConditionFailed} {
 		if c := meta.FindStatusCondition(conds, typ); c != nil && c.Status == metav1.ConditionTrue && c.Reason != "" {
-			return c.Reason
+			return bounded(phaseNames, c.Reason)
 		}
 	}
 	if c := meta.FindStatusCondition(conds, flytev1.ConditionProgressing); c != nil && c.Reason != "" {
-		return c.Reason
+		return bounded(phaseNames, c.Reason)
 	}
 	return PhaseUnknown
 }
