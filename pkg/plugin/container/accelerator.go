@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/quantity"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -189,9 +189,9 @@ func mountSharedMemory(spec *corev1.PodSpec, primary int, m *task.SharedMemory) 
 	}
 	ed := &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}
 	if m.SizeLimit != "" {
-		q, err := resource.ParseQuantity(m.SizeLimit)
+		q, err := quantity.Parse(m.SizeLimit)
 		if err != nil {
-			return badSpec("extended resources: shared memory size limit %q: %v", m.SizeLimit, err)
+			return badSpec("extended resources: shared memory size limit: %v", err)
 		}
 		ed.SizeLimit = &q
 	}

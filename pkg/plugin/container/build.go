@@ -14,6 +14,7 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/podsecurity"
+	"github.com/taskaction/executor/pkg/quantity"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
@@ -386,7 +387,7 @@ func defaultResources(r corev1.ResourceRequirements, s plugin.Settings) (corev1.
 	}{{corev1.ResourceCPU, s.DefaultCPU}, {corev1.ResourceMemory, s.DefaultMemory}} {
 		var def resource.Quantity
 		if d.def != "" {
-			q, err := resource.ParseQuantity(d.def)
+			q, err := quantity.Parse(d.def)
 			if err != nil {
 				return out, fmt.Errorf("executor default %s %q: %w", d.name, d.def, err)
 			}
@@ -445,8 +446,8 @@ func ValidateSettings(s plugin.Settings) error {
 		if v == "" {
 			continue
 		}
-		if _, err := resource.ParseQuantity(v); err != nil {
-			return fmt.Errorf("%s %q: %w", name, v, err)
+		if _, err := quantity.Parse(v); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	for k := range s.DefaultEnvVars {
