@@ -77,6 +77,9 @@ func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now tim
 		t = nil
 	}
 	w.Task, w.SpecErr = t, specError(ta, t, err)
+	if w.SpecErr == nil {
+		w.SpecErr = r.storageAllowed(ta, t)
+	}
 	typ := ta.Spec.TaskType
 	if t != nil && t.Type != "" {
 		typ = t.Type
@@ -136,6 +139,35 @@ func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now tim
 		w.Cache = r.askCache(ctx, w)
 	}
 	return w, p, nil
+}
+
+// locationChecker is a blob store that says, without I/O, whether it may
+// reach a location (storage.Store: its configured buckets only).
+type locationChecker interface {
+	Check(uri string) error
+}
+
+// storageAllowed refuses a task whose data the executor would read (a
+// Flyte-form task: its error.pb and its cache key's inputs; any task that
+// renders {{.Inputs.x}}) at a location its storage configuration does not
+// allow: whoever writes a TaskAction must not have the executor read, with
+// its own credentials, what they could not (and copy it into a pod spec).
+func (r *Reconciler) storageAllowed(ta *flytev1.TaskAction, t *task.Task) error {
+	c, ok := r.Storage.(locationChecker)
+	if !ok || t == nil || (t.Form != task.FormFlyte && !t.ReferencesInputs()) {
+		return nil
+	}
+	for _, f := range []struct{ field, uri string }{
+		{"spec.inputUri", ta.Spec.InputURI}, {"spec.runOutputBase", task.OutputPrefix(ta, 1)},
+	} {
+		if f.uri == "" {
+			continue
+		}
+		if err := c.Check(f.uri); err != nil {
+			return &task.FieldError{Field: f.field, Reason: err.Error()}
+		}
+	}
+	return nil
 }
 
 // needsKeyAfterLaunch says whether the cache key is used once the pod runs:
@@ -401,7 +433,8 @@ func (r *Reconciler) duplicateOf(ctx context.Context, p plugin.Plugin, ta *flyte
 	}
 	for i := range l.Items {
 		o := &l.Items[i]
-		if o.UID == ta.UID {
+		if o.UID == ta.UID || refusedAsDuplicate(o) {
+			// One refused reported nothing under the identity: it blocks nobody.
 			continue
 		}
 		oStarted, err := r.otherStarted(ctx, p, o)
@@ -426,6 +459,12 @@ func cameFirst(a *flytev1.TaskAction, aStarted bool, b *flytev1.TaskAction, bSta
 		return aStarted
 	}
 	return before(a, b)
+}
+
+// refusedAsDuplicate says whether ta was refused as another's duplicate.
+func refusedAsDuplicate(ta *flytev1.TaskAction) bool {
+	es := ta.Status.ErrorState
+	return es != nil && es.Code == CodeDuplicateAction && IsTerminal(ta)
 }
 
 // hasStarted says whether the status shows that ta has run (or reported).

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,8 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"google.golang.org/protobuf/proto"
+
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin/container"
+	"github.com/taskaction/executor/pkg/storage"
+	"github.com/taskaction/executor/pkg/task"
 )
 
 // liveReader answers Gets as the API server would, and counts them.
@@ -141,5 +149,79 @@ func TestDuplicateRefusesTheOneThatHasNotStarted(t *testing.T) {
 	}
 	if d, _ := rec.duplicateOf(ctx, p, second, false); d == nil {
 		t.Error("neither started: the second by name kept")
+	}
+}
+
+// TestStorageOutsideTheConfiguredBucketsIsInvalid is issue 31, item 4: a task
+// whose data the executor would read (Flyte's form; {{.Inputs.x}}) at a
+// location its storage section does not allow fails as an invalid spec that
+// names the URI, before anything is read; one that reads nothing (a typed
+// task without {{.Inputs.x}}) may name any URI.
+func TestStorageOutsideTheConfiguredBucketsIsInvalid(t *testing.T) {
+	st, err := storage.New(config.StorageConfig{Type: config.StorageTypeLocal, Container: "bucket",
+		Stow: config.StowConfig{Kind: config.StowKindLocal, Config: map[string]string{"path": t.TempDir()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	r := &Reconciler{Storage: st}
+	flyte := func(input, output string) *flytev1.TaskAction {
+		b, err := proto.Marshal(&core.TaskTemplate{Id: &core.Identifier{Name: "t", Version: "v"}, Type: "python",
+			Target: &core.TaskTemplate_Container{Container: &core.Container{Image: "img"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ta := newTA(0)
+		ta.Spec.Template, ta.Spec.TaskTemplate, ta.Spec.TaskType = nil, b, "python"
+		ta.Spec.InputURI, ta.Spec.RunOutputBase = input, output
+		return ta
+	}
+	inside := "file://bucket/p/d/run1/"
+	for _, tc := range []struct {
+		name  string
+		ta    *flytev1.TaskAction
+		field string
+	}{
+		{"Flyte form, inputs in another bucket", flyte("s3://someone-elses/secrets", inside), "spec.inputUri"},
+		{"Flyte form, outputs on the executor's filesystem", flyte(inside+"a0", "file:///etc/"), "spec.runOutputBase"},
+		{"Flyte form, both in the bucket", flyte(inside+"a0", inside), ""},
+		{"typed, reads nothing: any URI", newTA(0), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tk, err := task.FromTaskAction(tc.ta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = r.storageAllowed(tc.ta, tk)
+			var fe *task.FieldError
+			switch {
+			case tc.field == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.field != "" && (!errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, storage.ErrLocationNotAllowed) && !strings.Contains(err.Error(), "not allowed")):
+				t.Errorf("got %v; want %s refused, naming the location", err, tc.field)
+			}
+		})
+	}
+}
+
+// A TaskAction refused as a duplicate reported nothing under the shared
+// identity: it blocks nobody, even created in the same second, first by name.
+func TestRefusedDuplicateBlocksNobody(t *testing.T) {
+	r := newRig(t, 0)
+	ctx := context.Background()
+	refused, running := newTA(0), newTA(0)
+	refused.Name, refused.UID = "a-refused", "uid-a"
+	refused.Status.ErrorState = &flytev1.ErrorState{Code: CodeDuplicateAction, Kind: flytev1.ErrorKindUser}
+	refused.Status.PhaseHistory = []flytev1.PhaseTransition{{Phase: flytev1.ReasonInvalidSpec}}
+	refused.Status.Conditions = []metav1.Condition{{Type: flytev1.ConditionFailed, Status: metav1.ConditionTrue, Reason: flytev1.ReasonInvalidSpec, LastTransitionTime: metav1.NewTime(t0)}}
+	running.Name, running.UID = "b-running", "uid-b"
+	for _, ta := range []*flytev1.TaskAction{refused, running} {
+		if err := r.store.Create(ctx, ta); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := &Reconciler{Client: r.store}
+	if d, err := rec.duplicateOf(ctx, container.New(), running, true); err != nil || d != nil {
+		t.Errorf("the running one is refused for %+v (%v)", d, err)
 	}
 }

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"path/filepath"
 	"strings"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
@@ -15,24 +14,22 @@ import (
 const BucketDir = "bucket"
 
 // StorageConfig is the storage section `executor local` gives the executor:
-// file:///<dataDir>/bucket/... URIs are plain paths, and file://<name>/...
-// URIs live in <dataDir>/bucket/<name>. It allows the whole local bucket
-// (BucketURI) and nothing else of the filesystem.
+// the container BucketDir under the data directory (file://bucket/... is
+// <dataDir>/bucket/...), and nothing else of the filesystem.
 func StorageConfig(dataDir string) config.StorageConfig {
-	root := filepath.Join(dataDir, BucketDir)
 	return config.StorageConfig{
-		Type:              config.StorageTypeLocal,
-		Container:         BucketDir,
-		AllowedContainers: []string{BucketURI(dataDir)},
-		Stow:              config.StowConfig{Kind: config.StowKindLocal, Config: map[string]string{"path": root}},
+		Type:      config.StorageTypeLocal,
+		Container: BucketDir,
+		Stow:      config.StowConfig{Kind: config.StowKindLocal, Config: map[string]string{"path": dataDir}},
 	}
 }
 
-// BucketURI is the file:// URI of the local bucket, to use as a run's base
-// (inputs and outputs of the demo's tasks).
-func BucketURI(dataDir string) string {
-	return "file://" + filepath.ToSlash(filepath.Join(dataDir, BucketDir))
-}
+// BucketURI is the URI of the local bucket, to use as a run's base (inputs
+// and outputs of the demo's tasks): file://bucket, the container named in
+// the URI's host as in Flyte's URIs, so that an attempt's output prefix
+// (Flyte's shard right after the bucket) stays inside it. It is the same for
+// every data directory (StorageConfig says which directory it is).
+func BucketURI(string) string { return "file://" + BucketDir }
 
 // StorageConfigured says whether a storage section was given (anything
 // beyond the defaults): `executor local` keeps it then.

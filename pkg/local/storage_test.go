@@ -2,19 +2,23 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/local"
 	"github.com/taskaction/executor/pkg/storage"
+	"github.com/taskaction/executor/pkg/task"
 )
 
-// The local bucket is a directory of the data directory, reachable both as
-// file:///<abs path> and as file://<bucket name>.
+// The local bucket is a directory of the data directory, reachable as
+// file://<bucket name>; nothing else of the filesystem is.
 func TestLocalBucket(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -35,11 +39,13 @@ func TestLocalBucket(t *testing.T) {
 	if err != nil || got.GetLiterals()["x"].GetScalar().GetPrimitive().GetStringValue() != "v" {
 		t.Fatalf("read back: %v %v", got, err)
 	}
-	if err := s.Write(ctx, "file://named/k.pb", []byte("x")); err != nil {
-		t.Fatal(err)
+	if err := s.Write(ctx, "file://named/k.pb", []byte("x")); !errors.Is(err, storage.ErrLocationNotAllowed) {
+		t.Fatalf("another bucket of the local root: %v, want refused", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, local.BucketDir, "named", "k.pb")); err != nil {
-		t.Fatalf("a named bucket is not under the local root: %v", err)
+	ta := &flytev1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r-a0"},
+		Spec: flytev1.TaskActionSpec{ActionName: "a0", RunOutputBase: local.BucketURI(dir) + "/proj/dev/r/"}}
+	if err := s.Write(ctx, task.ErrorURI(ta, 1), []byte("x")); err != nil {
+		t.Fatalf("an attempt's output prefix (sharded) is outside the local bucket: %v", err)
 	}
 }
 

@@ -169,7 +169,7 @@ func TestConditionSignalledByAFullStatusUpdate(t *testing.T) {
 	if string(got.Status.SignalValue) != "\x0a\x01\x31" || got.Status.SignalledBy != "alice" {
 		t.Errorf("signal not kept: %+v", got.Status)
 	}
-	if p := phasesOf(eventsOf(ns, "approve")); p != "1:PAUSED 1:SUCCEEDED" {
+	if p := phasesOf(eventsOf(ns, "approve")); p != "" { // as Flyte's executor: none for a condition
 		t.Errorf("events = %s", p)
 	}
 	if n := len(pods(t, ns)); n != 0 || strings.Contains(strings.Join(got.Finalizers, ","), "flyte") {
@@ -196,7 +196,7 @@ func TestConditionTimesOut(t *testing.T) {
 	if es := got.Status.ErrorState; es == nil || es.Code != "Timeout" {
 		t.Errorf("errorState = %+v", es)
 	}
-	if p := phasesOf(eventsOf(ns, "late")); p != "1:PAUSED 1:TIMED_OUT" {
+	if p := phasesOf(eventsOf(ns, "late")); p != "" {
 		t.Errorf("events = %s", p)
 	}
 }

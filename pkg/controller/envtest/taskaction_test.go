@@ -31,7 +31,7 @@ func TestHappyPath(t *testing.T) {
 	if !containsString(got.Finalizers, controller.Finalizer) {
 		t.Errorf("finalizer missing: %v", got.Finalizers)
 	}
-	if got.Status.Attempts != 1 || len(got.Status.PhaseHistory) != 1 || got.Status.PluginStateVersion != 1 {
+	if got.Status.Attempts != 1 || len(got.Status.PhaseHistory) != 1 || got.Status.PluginStateVersion != 2 {
 		t.Errorf("status after launch: attempts=%d history=%v pluginState=%s", got.Status.Attempts, got.Status.PhaseHistory, got.Status.PluginState)
 	}
 	// The pod is ours, labelled, and runs what the template says.
@@ -275,7 +275,10 @@ func TestSystemFailureCeilingPodDeletedAgainAndAgain(t *testing.T) {
 	}
 }
 
-func TestEvictionRelaunchesAndProgressResetsCounter(t *testing.T) {
+// TestEvictionRelaunchesAndKeepsCounting: an evicted pod is a system failure,
+// relaunched under the same attempt; its count stays while the relaunched
+// pod runs (a try that runs and is evicted again must reach the ceiling).
+func TestEvictionRelaunchesAndKeepsCounting(t *testing.T) {
 	ns := namespace(t)
 	create(t, validTaskAction(ns, "evicted"))
 	pod := waitPod(t, ns, "evicted-0")
@@ -293,8 +296,8 @@ func TestEvictionRelaunchesAndProgressResetsCounter(t *testing.T) {
 	pod = waitPod(t, ns, "evicted-0")
 	setPodStatus(t, pod, podRunning(pod))
 	got := waitReason(t, ns, "evicted", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
-	if got.Status.SystemFailures != 0 {
-		t.Errorf("systemFailures after the pod ran = %d, want 0", got.Status.SystemFailures)
+	if got.Status.SystemFailures != 1 {
+		t.Errorf("systemFailures after the relaunched pod ran = %d, want 1", got.Status.SystemFailures)
 	}
 	setPodStatus(t, pod, podTerminated(pod, corev1.PodSucceeded, 0, "Completed", ""))
 	waitReason(t, ns, "evicted", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
