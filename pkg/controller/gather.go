@@ -196,11 +196,10 @@ func (r *Reconciler) inputsKey(ctx context.Context, ta *flytev1.TaskAction, t *t
 	ctx, cancel := context.WithTimeout(ctx, storageTimeout)
 	defer cancel()
 	in := &recordingReader{r: r.Storage}
-	version := ta.Spec.CacheKey
-	if version == "" {
-		version = t.Cache.Version
-	}
-	key, _, err := cache.TaskKey(ctx, in, tmpl, ta.Spec.InputURI, version)
+	// The cache version is spec.cacheKey as it is, empty included (Flyte's
+	// executor does not fall back on metadata.discovery_version): the same
+	// key as Flyte's for the same TaskAction.
+	key, _, err := cache.TaskKey(ctx, in, tmpl, ta.Spec.InputURI, ta.Spec.CacheKey)
 	switch {
 	case in.err != nil:
 		return &inputsKey{StorageErr: in.err}

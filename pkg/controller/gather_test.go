@@ -225,3 +225,29 @@ func TestRefusedDuplicateBlocksNobody(t *testing.T) {
 		t.Errorf("the running one is refused for %+v (%v)", d, err)
 	}
 }
+
+// TestCacheVersionIsTheSpecsCacheKey: a Flyte-form task's cache version is
+// spec.cacheKey as it is, empty too, as Flyte's executor keys it (it used to
+// fall back on metadata.discovery_version, so the two executors' keys for
+// the same TaskAction differed and neither hit the other's entries).
+func TestCacheVersionIsTheSpecsCacheKey(t *testing.T) {
+	b, err := proto.Marshal(&core.TaskTemplate{Id: &core.Identifier{Project: "p", Domain: "d", Name: "t", Version: "v"}, Type: "python",
+		Metadata: &core.TaskMetadata{Discoverable: true, DiscoveryVersion: "1"},
+		Target:   &core.TaskTemplate_Container{Container: &core.Container{Image: "img"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Storage: errorDocStore{}}
+	for _, version := range []string{"", "v7"} {
+		ta := newTA(0)
+		ta.Spec.Template, ta.Spec.TaskTemplate, ta.Spec.TaskType, ta.Spec.CacheKey = nil, b, "python", version
+		tk, err := task.FromTaskAction(ta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := r.inputsKey(context.Background(), ta, tk)
+		if k.Err != nil || k.StorageErr != nil || !strings.HasSuffix(k.Key.Key, "-"+version) || strings.HasSuffix(k.Key.Key, "-1") {
+			t.Errorf("spec.cacheKey %q: key %q (%v, %v); want it to end in -%s", version, k.Key.Key, k.Err, k.StorageErr, version)
+		}
+	}
+}

@@ -69,10 +69,15 @@ func cacheVersion(w World) string {
 	return ""
 }
 
-// taskIdentity is the task's identifier as the cache stores it.
+// taskIdentity is the task's identifier as the cache stores it: a Flyte-form
+// template's as it is (Flyte's executor stores that one), a typed one's
+// scoped by cache.DefaultOrg and the TaskAction's project and domain.
 func taskIdentity(w World) *core.Identifier {
 	id := w.Task.ID
 	org, project, domain := id.Org, id.Project, id.Domain
+	if keyedByInputs(w.Task) {
+		return &core.Identifier{ResourceType: core.ResourceType_TASK, Org: org, Project: project, Domain: domain, Name: id.Name, Version: id.Version}
+	}
 	if org == "" {
 		org = cache.DefaultOrg
 	}
