@@ -63,6 +63,8 @@ type dedupService struct {
 	first map[string]events.Event
 	// differ lists identities re-sent with other contents (times aside).
 	differ []string
+	// calls counts every Record, re-sends included.
+	calls int
 }
 
 func identity(e events.Event) string {
@@ -73,6 +75,7 @@ func (d *dedupService) Record(_ context.Context, e events.Event) error {
 	if err := d.r.refuse(); err != nil {
 		return err
 	}
+	d.calls++
 	id := identity(e)
 	if !d.seen[id] {
 		d.seen[id] = true
@@ -525,4 +528,65 @@ func TestStatusMergePatch(t *testing.T) {
 	if !equality.Semantic.DeepEqual(got.Status, next) || !equality.Semantic.DeepEqual(got.Spec, ta.Spec) || got.Labels["k"] != "v" {
 		t.Errorf("patched object: status %+v spec %+v labels %v; want status %+v and the rest unchanged", got.Status, got.Spec, got.Labels, next)
 	}
+}
+
+// TestCrashResendsAtMostTheHeldEvents is issue 31, item 18: events the
+// events service acknowledged while the status that records them was held
+// back are remembered in memory only, so a restart sends them again (the same
+// identities: the service stores each once). Bound: per restart, at most the
+// current attempt's QUEUED and RUNNING (the two statuses that may be held);
+// once a status records them, a restart sends nothing again.
+func TestCrashResendsAtMostTheHeldEvents(t *testing.T) {
+	r := newRig(t, 0)
+	r.createTA(newTA(0))
+	ctx := context.Background()
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "hello"}}
+	restart := func() *Reconciler {
+		rec := r.reconciler()
+		rec.ackedUnwritten, rec.launches = newAcknowledgedEvents(), newLaunchRecords()
+		rec.Options.QueuedStatusDelay, rec.Options.SaturatedStatusDelay, rec.Options.ExecutingStatusDelay = 5*time.Second, time.Minute, 10*time.Second
+		busy := func() int { return 1 } // saturated: both statuses may be held
+		rec.queued.Store(&busy)
+		return rec
+	}
+	reconcile := func(rec *Reconciler) {
+		t.Helper()
+		if _, err := rec.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resends := func(rec **Reconciler, want int) {
+		t.Helper()
+		for i := 0; i < 3; i++ {
+			calls, ids := r.svc.calls, len(r.svc.order)
+			*rec = restart()
+			reconcile(*rec)
+			reconcile(*rec)
+			if got := r.svc.calls - calls; got != want || len(r.svc.order) != ids {
+				t.Fatalf("restart %d: %d events sent (%d new identities), want %d re-sent", i, got, len(r.svc.order)-ids, want)
+			}
+		}
+	}
+	rec := restart()
+	reconcile(rec) // finalizer, pod: QUEUED acknowledged, Queued held
+	pod, ok := r.pod("hello-0")
+	if !ok || r.svc.calls != 1 {
+		t.Fatalf("launch: pod %v, %d events", ok, r.svc.calls)
+	}
+	if ta, _ := r.ta(); len(ta.Status.PhaseHistory) != 0 {
+		t.Fatal("the Queued status was not held back")
+	}
+	resends(&rec, 1)
+	r.setPod(pod, corev1.PodRunning, "", 0)
+	reconcile(rec) // RUNNING acknowledged, Executing held
+	if ta, _ := r.ta(); len(ta.Status.PhaseHistory) != 0 || r.svc.calls != 5 {
+		t.Fatalf("running: history %v, %d events", ta.Status.PhaseHistory, r.svc.calls)
+	}
+	resends(&rec, 2)
+	r.clock.Step(11 * time.Second)
+	reconcile(rec)
+	if ta, _ := r.ta(); len(ta.Status.PhaseHistory) != 2 {
+		t.Fatalf("past the hold: history %v, want Queued and Executing written", ta.Status.PhaseHistory)
+	}
+	resends(&rec, 0)
 }

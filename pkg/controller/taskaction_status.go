@@ -305,9 +305,15 @@ const (
 // the same identity numbers its events from its own creation second, so the
 // events service neither drops them as duplicates of the earlier one's nor
 // ranks them below (its latest event of an attempt is the highest version).
-// Creation seconds are compared modulo 2^16 (about 18 hours): incarnations
-// that far apart are told apart, only the ranking can wrap. The same second
-// twice is ruled out: see holdRelease and duplicateOf.
+// Creation seconds count modulo 2^16 (about 18 hours): within that window a
+// later incarnation ranks above an earlier one; beyond it the ranking wraps,
+// and two incarnations created a multiple of 2^16 s apart, to the second,
+// share an epoch, so the later one's events that match an earlier one's in
+// attempt, sequence and phase are dropped as duplicates (1 chance in 65,536
+// for a re-creation at a random time more than 18 hours later). Nothing the
+// executor can see tells such incarnations apart (the earlier one is long
+// gone), and the version has no bits to spare (31, an int32 in the API). The
+// same second twice is ruled out: see releaseHold and duplicateOf.
 func identityEpoch(ta *flytev1.TaskAction) uint32 {
 	if ta.CreationTimestamp.IsZero() {
 		return 0

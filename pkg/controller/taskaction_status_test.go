@@ -419,3 +419,30 @@ func TestOwnView(t *testing.T) {
 		})
 	}
 }
+
+// TestIdentityEpochWraps pins what the epoch tells apart (issue 31, item 17:
+// the comment used to claim more): incarnations created within 2^16 s rank in
+// creation order; ones created exactly a multiple of 2^16 s apart share an
+// epoch, and only those.
+func TestIdentityEpochWraps(t *testing.T) {
+	at := func(d time.Duration) *flytev1.TaskAction {
+		ta := newTA(0)
+		ta.CreationTimestamp = metav1.NewTime(t0.Add(d))
+		return ta
+	}
+	base := identityEpoch(at(0))
+	for _, tc := range []struct {
+		after time.Duration
+		same  bool
+	}{
+		{time.Second, false}, {time.Hour, false}, {65535 * time.Second, false},
+		{65536 * time.Second, true}, {65537 * time.Second, false}, {2 * 65536 * time.Second, true},
+	} {
+		if got := identityEpoch(at(tc.after)) == base; got != tc.same {
+			t.Errorf("created %v later: same epoch %v, want %v", tc.after, got, tc.same)
+		}
+	}
+	if e1, e2 := identityEpoch(at(time.Minute)), identityEpoch(at(time.Hour)); !(base < e1 && e1 < e2) {
+		t.Errorf("within the window the epochs do not rank in creation order: %d %d %d", base, e1, e2)
+	}
+}
