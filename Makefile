@@ -46,8 +46,24 @@ $(K8S_BIN)/.version-$(K8S_VERSION): hack/k8s/go.mod hack/k8s/go.sum
 	rm -f $(K8S_BIN)/.version-*
 	touch $@
 
-test: envtest lint verify-generated ## unit and envtest suites
+test: envtest lint verify-generated ## unit and envtest suites, then each fuzz target briefly
 	go test -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_BRIEF)
+
+# fuzz: the fuzz targets of everything that parses what a client stores (the
+# typed decode, Flyte's template, the pod build, the admission webhook), one
+# after the other for FUZZTIME each; `make test` runs each for FUZZTIME_BRIEF.
+# Each input must be handled within a second (test/faults/badinput/hostile).
+FUZZTIME ?= 2m
+FUZZTIME_BRIEF ?= 5s
+FUZZ_TARGETS := ./pkg/task:FuzzTaskActionJSON ./pkg/task:FuzzFlyteTemplate \
+	./pkg/plugin/container:FuzzBuildPod ./pkg/webhook:FuzzAdmission
+.PHONY: fuzz
+fuzz: ## each fuzz target for FUZZTIME (default 2m)
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 test-unit:
 	go test -count=1 -short ./...

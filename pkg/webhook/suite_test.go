@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -33,6 +34,11 @@ var env *testenv.Env
 // points them at a local port and a certificate directory of its own.
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(false)))
+	if fuzzingOnly() {
+		// FuzzAdmission calls the handlers directly: no control plane (make
+		// fuzz runs it with -run '^$', and each fuzz worker runs TestMain).
+		os.Exit(m.Run())
+	}
 	var err error
 	env, err = testenv.Start(func(e *envtest.Environment) {
 		root, _ := testenv.Root()
@@ -49,6 +55,19 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "stop envtest:", err)
 	}
 	os.Exit(code)
+}
+
+// fuzzingOnly says whether this process only fuzzes: a fuzz worker, or a
+// fuzzing run that runs no test.
+func fuzzingOnly() bool {
+	flag.Parse()
+	value := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	return value("test.fuzzworker") == "true" || value("test.fuzz") != "" && value("test.run") == "^$"
 }
 
 // webhookConfig is the configuration of a standalone webhook server on the
