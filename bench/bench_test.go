@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/kwokrig"
 	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/task"
@@ -433,5 +437,194 @@ func TestOptionsRefused(t *testing.T) {
 		if err := o.check(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// clock is a fake time for the observer: each event happens at the time
+// the test sets, so no number depends on how fast the test runs.
+type clock struct{ t time.Time }
+
+func (c *clock) at(ms int)      { c.t = time.Unix(1_000_000, 0).Add(time.Duration(ms) * time.Millisecond) }
+func (c *clock) now() time.Time { return c.t }
+
+func benchPod(name, owner string, phase corev1.PodPhase) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{{Kind: "TaskAction", Name: owner}}},
+		Status: corev1.PodStatus{Phase: phase}}
+}
+
+func benchTA(name, rv string, finalizers []string, conds ...metav1.Condition) *flytev1.TaskAction {
+	return &flytev1.TaskAction{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv, Finalizers: finalizers},
+		Status: flytev1.TaskActionStatus{Conditions: conds}}
+}
+
+func cond(typ, reason string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: metav1.ConditionTrue, Reason: reason}
+}
+
+// The harness's watches give, per TaskAction, pod running → Executing (of
+// the attempt running then), whether it ended without Executing, and the
+// writes it saw (pods, status and metadata updates, by outcome); a resync
+// is no write, and the floor gets no Executing numbers.
+func TestObserverExecuting(t *testing.T) {
+	var c clock
+	ob := newObserver(4)
+	ob.now = c.now
+	c.at(0)
+	for _, n := range []string{"a", "b", "c", "d"} {
+		ob.get(n).created = c.now()
+		ob.onTA(nil, benchTA(n, "1", []string{"fin"}))
+	}
+	progressing := func(reason string) metav1.Condition { return cond(flytev1.ConditionProgressing, reason) }
+	ended := func(typ, reason string) metav1.Condition { return cond(typ, reason) }
+	steps := []struct {
+		ms int
+		do func()
+	}{
+		// a: runs at 1000, Executing seen at 1250 (a resync after it is no write), succeeds.
+		{10, func() { ob.onPod(benchPod("a-1", "a", corev1.PodPending)) }},
+		{1000, func() { ob.onPod(benchPod("a-1", "a", corev1.PodRunning)) }},
+		{1250, func() {
+			ob.onTA(benchTA("a", "1", []string{"fin"}), benchTA("a", "2", []string{"fin"}, progressing(flytev1.ReasonExecuting)))
+		}},
+		{1300, func() {
+			ob.onTA(benchTA("a", "2", []string{"fin"}, progressing(flytev1.ReasonExecuting)), benchTA("a", "2", []string{"fin"}, progressing(flytev1.ReasonExecuting)))
+		}},
+		{3000, func() { ob.onPod(benchPod("a-1", "a", corev1.PodSucceeded)) }},
+		{3010, func() {
+			ob.onTA(benchTA("a", "2", []string{"fin"}), benchTA("a", "3", []string{"fin"}, ended(flytev1.ConditionSucceeded, flytev1.ReasonCompleted)))
+		}},
+		// b: no finalizer from admission (a metadata patch), Queued, fails
+		// without ever showing Executing.
+		{1000, func() { ob.onPod(benchPod("b-1", "b", corev1.PodRunning)) }},
+		{1100, func() { ob.onTA(benchTA("b", "1", nil), benchTA("b", "2", []string{"fin"})) }},
+		{1200, func() {
+			ob.onTA(benchTA("b", "2", []string{"fin"}), benchTA("b", "3", []string{"fin"}, progressing(flytev1.ReasonQueued)))
+		}},
+		{3000, func() { ob.onPod(benchPod("b-1", "b", corev1.PodFailed)) }},
+		{3100, func() {
+			ob.onTA(benchTA("b", "3", []string{"fin"}), benchTA("b", "4", []string{"fin"}, ended(flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)))
+		}},
+		// c: Executing arrives before the pod's Running on the harness's
+		// watches: 0 ms, counted apart.
+		{900, func() {
+			ob.onTA(benchTA("c", "1", []string{"fin"}), benchTA("c", "2", []string{"fin"}, progressing(flytev1.ReasonExecuting)))
+		}},
+		{950, func() { ob.onPod(benchPod("c-1", "c", corev1.PodRunning)) }},
+		{3000, func() {
+			ob.onTA(benchTA("c", "2", []string{"fin"}), benchTA("c", "3", []string{"fin"}, ended(flytev1.ConditionSucceeded, flytev1.ReasonCompleted)))
+		}},
+		// d: attempt 1 runs and fails without Executing; attempt 2 runs at
+		// 5000 and shows Executing at 5200: 200 ms, from attempt 2's start.
+		{1000, func() { ob.onPod(benchPod("d-1", "d", corev1.PodRunning)) }},
+		{3000, func() { ob.onPod(benchPod("d-1", "d", corev1.PodFailed)) }},
+		{5000, func() { ob.onPod(benchPod("d-2", "d", corev1.PodRunning)) }},
+		{5200, func() {
+			ob.onTA(benchTA("d", "1", []string{"fin"}), benchTA("d", "2", []string{"fin"}, progressing(flytev1.ReasonExecuting)))
+		}},
+		{7000, func() { ob.onPod(benchPod("d-2", "d", corev1.PodSucceeded)) }},
+		{7010, func() {
+			ob.onTA(benchTA("d", "2", []string{"fin"}), benchTA("d", "3", []string{"fin"}, ended(flytev1.ConditionSucceeded, flytev1.ReasonCompleted)))
+		}},
+	}
+	for _, st := range steps {
+		c.at(st.ms)
+		st.do()
+	}
+	select {
+	case <-ob.allDone:
+	default:
+		t.Fatalf("%d TaskActions not ended", ob.left)
+	}
+	start := time.Unix(1_000_000, 0)
+	res := &ModeResult{Mode: "executor", N: 4}
+	res.fill(options{N: 4}, ob, start, start)
+	want := &ExecutingStats{PodRunningToExecutingMS: Percentiles{Count: 3, P50: 200, P90: 250, P99: 250, Max: 250}, EndedWithoutExecuting: 1, SeenBeforePodRunning: 1}
+	if !reflect.DeepEqual(res.Executing, want) {
+		t.Errorf("executing %+v, want %+v", res.Executing, want)
+	}
+	// a, c: 1 pod + 2 status updates; d: 2 pods + 2 status updates.
+	if w := res.SeenWritesSucceeded; w == nil || *w != (SeenWrites{TaskActions: 3, PodsCreated: 1.333, StatusUpdates: 2, MetadataUpdates: 0, Writes: 3.333}) {
+		t.Errorf("succeeded: %+v", w)
+	}
+	// b: 1 pod, the finalizer patch, Queued and the end.
+	if w := res.SeenWritesFailed; w == nil || *w != (SeenWrites{TaskActions: 1, PodsCreated: 1, StatusUpdates: 2, MetadataUpdates: 1, Writes: 4}) {
+		t.Errorf("failed: %+v", w)
+	}
+	if res.Succeeded != 3 || res.Failed != 1 || res.Attempts != 5 {
+		t.Errorf("succeeded %d, failed %d, attempts %d", res.Succeeded, res.Failed, res.Attempts)
+	}
+	floor := &ModeResult{Mode: "floor", N: 4}
+	floor.fill(options{N: 4}, ob, start, start)
+	if floor.Executing != nil {
+		t.Errorf("the floor writes no Executing, yet %+v", floor.Executing)
+	}
+}
+
+// The controller's own requests split into reads and kinds of writes, failed
+// writes included.
+func TestWriteSplit(t *testing.T) {
+	tab := requestTable(map[string]float64{
+		"create pods 201": 10, "patch taskactions.flyte.org/status 200": 20, "patch taskactions.flyte.org/status 409": 1,
+		"patch taskactions.flyte.org 200": 10, "delete pods 200": 2, "get none 200": 1, "list taskactions.flyte.org 200": 1,
+	}, 10)
+	want := WriteSplit{Writes: 4.3, PodCreates: 1, StatusWrites: 2.1, MetadataWrites: 1, OtherWrites: 0.2, Reads: 0.2}
+	if got := writeSplit(tab, 10); got != want {
+		t.Fatalf("%+v, want %+v", got, want)
+	}
+	if got := writeSplit(RequestTable{}, 0); got != (WriteSplit{}) {
+		t.Fatalf("no TaskActions: %+v", got)
+	}
+}
+
+// The Executing and write rows: "—" where the floor has no Executing; the
+// goals judged from the ratio and the executor's writes.
+func TestReportExecutingRows(t *testing.T) {
+	report := func(exWrites, exSeen float64) *Report {
+		return &Report{Params: Params{N: 10, Webhook: true, FinishDelay: "2s"}, Modes: []*ModeResult{
+			{Mode: "floor", N: 10, Succeeded: 10, TaskActionsPerSecond: 50,
+				ControllerWrites:    WriteSplit{Writes: 2, PodCreates: 1, StatusWrites: 1},
+				SeenWritesSucceeded: &SeenWrites{TaskActions: 10, PodsCreated: 1, StatusUpdates: 1, Writes: 2}},
+			{Mode: "executor", N: 10, Succeeded: 10, TaskActionsPerSecond: 40,
+				ControllerWrites:    WriteSplit{Writes: exWrites, PodCreates: 1, StatusWrites: exWrites - 1},
+				SeenWritesSucceeded: &SeenWrites{TaskActions: 10, PodsCreated: 1, StatusUpdates: exSeen - 1, Writes: exSeen},
+				Executing:           &ExecutingStats{PodRunningToExecutingMS: Percentiles{Count: 7, P50: 120, P99: 900}, EndedWithoutExecuting: 3}},
+		}}
+	}
+	md := report(3, 3).Markdown("x.png")
+	for _, want := range []string{
+		"| pod running → TaskAction Executing p50 (ms) | — | 120 | – |",
+		"| pod running → TaskAction Executing p99 (ms) | — | 900 | – |",
+		"| TaskActions ended without showing Executing (straight from Queued) | — | 3 | – |",
+		"| **controller's own writes / TaskAction** | 2.00 | 3.00 | 1.50 |",
+		"| … TaskAction status writes / TaskAction | 1.00 | 2.00 | 2.00 |",
+		"| … TaskAction metadata writes (finalizer) / TaskAction | 0.00 | 0.00 | – |",
+		"| **writes / succeeded TaskAction, seen on the watches** | 2.00 | 3.00 | 1.50 |",
+		"Goals: throughput executor ÷ floor 0.80 (goal ≥ 0.7: met); the executor's writes 3.00 per TaskAction (its own count, every outcome) and 3.00 per succeeded TaskAction (seen on the watches), with the webhook, tasks of 2s (goal ≤ 3 per short successful TaskAction: met).",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if md := report(3, 3.2).Markdown("x.png"); !strings.Contains(md, "3.20 per succeeded TaskAction (seen on the watches), with the webhook, tasks of 2s (goal ≤ 3 per short successful TaskAction: **not met**)") {
+		t.Errorf("writes above the goal not flagged:\n%s", md)
+	}
+	r := report(3, 3)
+	r.Params.Webhook = false
+	if md := r.Markdown("x.png"); strings.Contains(md, "per short successful TaskAction") {
+		t.Errorf("without the webhook the writes goal does not apply:\n%s", md)
+	}
+	js, err := json.Marshal(report(3, 3).Modes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var modes []map[string]any
+	if err := json.Unmarshal(js, &modes); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := modes[0]["executing"]; ok {
+		t.Errorf("floor JSON has executing: %s", js)
+	}
+	if e, ok := modes[1]["executing"].(map[string]any); !ok || e["endedWithoutExecuting"] != float64(3) || e["podRunningToExecutingMs"] == nil {
+		t.Errorf("executor JSON: %s", js)
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
@@ -37,25 +40,40 @@ import (
 // record is what the harness saw of one TaskAction.
 type record struct {
 	created, podCreated, podTerminal, taTerminal, gone time.Time
-	failed                                             bool
-	want                                               outcome
-	pods                                               int // distinct pods seen: attempts run
+	// running are the receipt times of each of its pods' first update in
+	// phase Running, in order (kwok writes the phase and the containers'
+	// running.startedAt in one update; startedAt itself has 1 s precision).
+	running []time.Time
+	// executing is when the harness first saw Progressing=True with reason
+	// Executing (zero: never).
+	executing time.Time
+	// statusUpdates and metaUpdates count the TaskAction's updates seen on
+	// the watch: status writes, and metadata writes (the finalizer's).
+	statusUpdates, metaUpdates int
+	failed                     bool
+	want                       outcome
+	pods                       int // distinct pods seen: attempts run
 }
+
+// podSeen is what the harness has seen of one pod.
+type podSeen struct{ running, terminal bool }
 
 type observer struct {
 	mu      sync.Mutex
 	recs    map[string]*record
-	pods    map[string]bool // pod name → terminal seen
+	pods    map[string]podSeen
 	done    []time.Time
 	left    int
 	allDone chan struct{}
 	// goneLeft counts down the deletions once armed (armGone).
 	goneLeft int
 	allGone  chan struct{}
+	// now is time.Now; tests set a clock of their own.
+	now func() time.Time
 }
 
 func newObserver(n int) *observer {
-	return &observer{recs: map[string]*record{}, pods: map[string]bool{}, left: n, allDone: make(chan struct{})}
+	return &observer{recs: map[string]*record{}, pods: map[string]podSeen{}, left: n, allDone: make(chan struct{}), now: time.Now}
 }
 
 func (ob *observer) get(name string) *record {
@@ -72,7 +90,7 @@ func (ob *observer) onPod(obj any) {
 	if !ok {
 		return
 	}
-	now := time.Now()
+	now := ob.now()
 	owner := ""
 	for _, ref := range p.OwnerReferences {
 		if ref.Kind == "TaskAction" {
@@ -85,31 +103,53 @@ func (ob *observer) onPod(obj any) {
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
 	r := ob.get(owner)
-	terminalSeen, seen := ob.pods[p.Name]
+	st, seen := ob.pods[p.Name]
 	if !seen {
 		r.pods++
-		ob.pods[p.Name] = false
 	}
 	if r.podCreated.IsZero() {
 		r.podCreated = now
 	}
+	if p.Status.Phase == corev1.PodRunning && !st.running {
+		st.running = true
+		r.running = append(r.running, now)
+	}
 	// The last attempt's pod end is the one that ends the TaskAction.
-	if (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) && !terminalSeen {
-		ob.pods[p.Name] = true
+	if (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) && !st.terminal {
+		st.terminal = true
 		r.podTerminal = now
 	}
+	ob.pods[p.Name] = st
 }
 
-func (ob *observer) onTA(obj any) {
+// onTA takes a TaskAction's add (old nil) or update: its first Executing,
+// its end, and the write the update was.
+func (ob *observer) onTA(old, obj any) {
 	ta, ok := obj.(*flytev1.TaskAction)
-	if !ok || !isTerminal(ta) {
+	if !ok {
 		return
 	}
-	now := time.Now()
+	prev, _ := old.(*flytev1.TaskAction)
+	if prev != nil && prev.ResourceVersion == ta.ResourceVersion {
+		return // an informer resync: no write
+	}
+	now := ob.now()
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
 	r := ob.get(ta.Name)
-	if !r.taTerminal.IsZero() {
+	if prev != nil {
+		// The status subresource cannot change metadata, nor a metadata
+		// patch the status: an update is one or the other.
+		if metadataChanged(prev, ta) {
+			r.metaUpdates++
+		} else {
+			r.statusUpdates++
+		}
+	}
+	if r.executing.IsZero() && isExecuting(ta) {
+		r.executing = now
+	}
+	if !r.taTerminal.IsZero() || !isTerminal(ta) {
 		return
 	}
 	r.taTerminal = now
@@ -123,6 +163,19 @@ func (ob *observer) onTA(obj any) {
 	if ob.left == 0 {
 		close(ob.allDone)
 	}
+}
+
+// isExecuting: the status Flyte's UI shows as running.
+func isExecuting(ta *flytev1.TaskAction) bool {
+	c := meta.FindStatusCondition(ta.Status.Conditions, flytev1.ConditionProgressing)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == flytev1.ReasonExecuting
+}
+
+// metadataChanged: a write of the TaskAction's metadata (finalizers,
+// labels, annotations, deletion) between two versions.
+func metadataChanged(a, b *flytev1.TaskAction) bool {
+	return !slices.Equal(a.Finalizers, b.Finalizers) || !maps.Equal(a.Labels, b.Labels) ||
+		!maps.Equal(a.Annotations, b.Annotations) || !a.DeletionTimestamp.Equal(b.DeletionTimestamp)
 }
 
 // armGone starts counting the deletions of the n TaskActions created.
@@ -148,7 +201,7 @@ func (ob *observer) onTADelete(obj any) {
 	if !ok {
 		return
 	}
-	now := time.Now()
+	now := ob.now()
 	ob.mu.Lock()
 	defer ob.mu.Unlock()
 	r := ob.get(ta.Name)
@@ -340,7 +393,7 @@ func startSession(ctx context.Context, o options, mode string, expect int) (s *s
 	s.stops = append(s.stops, ccancel)
 	for obj, h := range map[client.Object]toolscache.ResourceEventHandlerFuncs{
 		&corev1.Pod{}:         {AddFunc: s.ob.onPod, UpdateFunc: func(_, n any) { s.ob.onPod(n) }},
-		&flytev1.TaskAction{}: {AddFunc: s.ob.onTA, UpdateFunc: func(_, n any) { s.ob.onTA(n) }, DeleteFunc: s.ob.onTADelete},
+		&flytev1.TaskAction{}: {AddFunc: func(n any) { s.ob.onTA(nil, n) }, UpdateFunc: s.ob.onTA, DeleteFunc: s.ob.onTADelete},
 	} {
 		inf, err := s.hc.GetInformer(cctx, obj)
 		if err != nil {
@@ -491,6 +544,7 @@ func (res *ModeResult) fillRequests(o options, before, after snapshot) {
 	res.APIServer = requestTable(delta(counters(after.api, "apiserver_request_total", apiserverKey), counters(before.api, "apiserver_request_total", apiserverKey)), o.N)
 	res.APIServerCPUSeconds = value(after.api, "process_cpu_seconds_total") - value(before.api, "process_cpu_seconds_total")
 	res.Controller = requestTable(delta(counters(after.ctrl, "executor_api_requests_total", clientKey), counters(before.ctrl, "executor_api_requests_total", clientKey)), o.N)
+	res.ControllerWrites = writeSplit(res.Controller, o.N)
 	res.Harness = requestTable(delta(after.harness, before.harness), o.N)
 	res.OtherRequestsPerTA = res.APIServer.TotalPerTA - res.Controller.TotalPerTA - res.Harness.TotalPerTA
 	if res.Attempts > 0 {
@@ -726,7 +780,7 @@ func createAll(ctx context.Context, o options, cl client.Client, ob *observer, f
 		if err := createRetrying(ctx, cl, ta); err != nil {
 			return err
 		}
-		now := time.Now()
+		now := ob.now()
 		ob.mu.Lock()
 		rec := ob.get(ta.Name)
 		rec.created, rec.want = now, want
@@ -841,11 +895,26 @@ func logErrors(path string) (int, []string) {
 
 // fill computes the latencies and the throughput from the observations.
 func (res *ModeResult) fill(o options, ob *observer, start, end time.Time) {
-	var toPod, podToTA, e2e []float64
+	var toPod, podToTA, e2e, toExecuting []float64
+	var ok, failed seenWriteSums
+	executingFirst := 0
 	first, last := start, start
 	for _, r := range ob.recs {
 		if r.created.IsZero() {
 			continue
+		}
+		if d, early, seen := executingMS(r); seen {
+			toExecuting = append(toExecuting, d)
+			if early {
+				executingFirst++
+			}
+		}
+		if !r.taTerminal.IsZero() {
+			if r.failed {
+				failed.add(r)
+			} else {
+				ok.add(r)
+			}
 		}
 		if !r.podCreated.IsZero() {
 			toPod = append(toPod, ms(r.podCreated.Sub(r.created)))
@@ -882,6 +951,17 @@ func (res *ModeResult) fill(o options, ob *observer, start, end time.Time) {
 	res.CreateToPodMS = percentiles(toPod)
 	res.PodTerminalToTerminalMS = percentiles(podToTA)
 	res.CreateToTerminalMS = percentiles(e2e)
+	res.SeenWritesSucceeded, res.SeenWritesFailed = ok.perTaskAction(), failed.perTaskAction()
+	// The floor writes no Executing by design: nothing to measure there.
+	if res.Mode != "floor" {
+		never := 0
+		for _, r := range ob.recs {
+			if !r.created.IsZero() && !r.taTerminal.IsZero() && r.executing.IsZero() {
+				never++
+			}
+		}
+		res.Executing = &ExecutingStats{PodRunningToExecutingMS: percentiles(toExecuting), EndedWithoutExecuting: never, SeenBeforePodRunning: executingFirst}
+	}
 	sort.Slice(ob.done, func(i, j int) bool { return ob.done[i].Before(ob.done[j]) })
 	for _, t := range ob.done {
 		res.Completions = append(res.Completions, math.Round(t.Sub(start).Seconds()*1000)/1000)
@@ -890,6 +970,48 @@ func (res *ModeResult) fill(o options, ob *observer, start, end time.Time) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// executingMS is the time from the pod's running start to the TaskAction's
+// first Executing, for the attempt running then: the last of its pods to
+// have turned Running by that moment. early: the harness saw Executing
+// before it saw any pod Running (its two watches are not ordered with each
+// other), counted as 0. seen is false without Executing or a running pod.
+func executingMS(r *record) (d float64, early, seen bool) {
+	if r.executing.IsZero() || len(r.running) == 0 {
+		return 0, false, false
+	}
+	from := r.running[0]
+	for _, t := range r.running[1:] {
+		if !t.After(r.executing) {
+			from = t
+		}
+	}
+	if r.executing.Before(from) {
+		return 0, true, true
+	}
+	return ms(r.executing.Sub(from)), false, true
+}
+
+// seenWriteSums adds up the writes the harness's watches saw of TaskActions
+// of one outcome: their pods (each a create) and their updates.
+type seenWriteSums struct{ n, pods, status, meta int }
+
+func (s *seenWriteSums) add(r *record) {
+	s.n++
+	s.pods += r.pods
+	s.status += r.statusUpdates
+	s.meta += r.metaUpdates
+}
+
+// perTaskAction is the sums per TaskAction; nil for none.
+func (s seenWriteSums) perTaskAction() *SeenWrites {
+	if s.n == 0 {
+		return nil
+	}
+	per := func(v int) float64 { return round3(float64(v) / float64(s.n)) }
+	return &SeenWrites{TaskActions: s.n, PodsCreated: per(s.pods), StatusUpdates: per(s.status), MetadataUpdates: per(s.meta),
+		Writes: per(s.pods + s.status + s.meta)}
+}
 
 func percentiles(v []float64) Percentiles {
 	if len(v) == 0 {

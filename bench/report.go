@@ -80,6 +80,79 @@ type RequestTable struct {
 	Rows       []RequestRow `json:"rows"`
 }
 
+// WriteSplit is the controller's own requests per TaskAction by kind,
+// client side: every request that is not a read is a write, failed or not.
+type WriteSplit struct {
+	Writes       float64 `json:"writesPerTaskAction"`
+	PodCreates   float64 `json:"podCreatesPerTaskAction"`
+	StatusWrites float64 `json:"statusWritesPerTaskAction"`
+	// MetadataWrites are writes of the TaskAction itself, not its status:
+	// the finalizer's patches.
+	MetadataWrites float64 `json:"metadataWritesPerTaskAction"`
+	OtherWrites    float64 `json:"otherWritesPerTaskAction"`
+	Reads          float64 `json:"readsPerTaskAction"`
+}
+
+// writeSplit sorts the rows of t ("verb resource code", as clientKey makes
+// them) into reads and kinds of writes, per TaskAction of n.
+func writeSplit(t RequestTable, n int) WriteSplit {
+	var w WriteSplit
+	if n <= 0 {
+		return w
+	}
+	for _, r := range t.Rows {
+		f := strings.Fields(r.Key)
+		if len(f) < 2 {
+			w.OtherWrites += r.Count
+			continue
+		}
+		verb, res := strings.ToLower(f[0]), f[1]
+		taskAction := strings.HasPrefix(res, "taskactions")
+		switch {
+		case verb == "get" || verb == "list" || verb == "watch":
+			w.Reads += r.Count
+		case verb == "create" && res == "pods":
+			w.PodCreates += r.Count
+		case taskAction && strings.HasSuffix(res, "/status"):
+			w.StatusWrites += r.Count
+		case taskAction && !strings.Contains(res, "/"):
+			w.MetadataWrites += r.Count
+		default:
+			w.OtherWrites += r.Count
+		}
+	}
+	per := func(v float64) float64 { return round3(v / float64(n)) }
+	w.Writes = per(w.PodCreates + w.StatusWrites + w.MetadataWrites + w.OtherWrites)
+	w.PodCreates, w.StatusWrites, w.MetadataWrites, w.OtherWrites, w.Reads = per(w.PodCreates), per(w.StatusWrites), per(w.MetadataWrites), per(w.OtherWrites), per(w.Reads)
+	return w
+}
+
+// SeenWrites are the writes the harness's watches saw of the TaskActions of
+// one outcome, per TaskAction: each pod seen (a create) and each update of
+// the TaskAction (a new resourceVersion), status or metadata. A write that
+// changed nothing makes no update and is not seen; the controller's own
+// count (WriteSplit) has it.
+type SeenWrites struct {
+	TaskActions     int     `json:"taskActions"`
+	PodsCreated     float64 `json:"podsCreatedPerTaskAction"`
+	StatusUpdates   float64 `json:"statusUpdatesPerTaskAction"`
+	MetadataUpdates float64 `json:"metadataUpdatesPerTaskAction"`
+	Writes          float64 `json:"writesPerTaskAction"`
+}
+
+// ExecutingStats: how soon the TaskAction showed Executing (Progressing=True,
+// reason Executing: what Flyte's UI shows as running) after its pod ran,
+// both as the harness's watches saw them.
+type ExecutingStats struct {
+	PodRunningToExecutingMS Percentiles `json:"podRunningToExecutingMs"`
+	// EndedWithoutExecuting: ended TaskActions never seen Executing
+	// (straight from Queued to their end).
+	EndedWithoutExecuting int `json:"endedWithoutExecuting"`
+	// SeenBeforePodRunning: Executing arrived before the pod's Running on
+	// the harness's watches, counted as 0 ms.
+	SeenBeforePodRunning int `json:"executingSeenBeforePodRunning"`
+}
+
 type EventStats struct {
 	RecordCalls              int64   `json:"recordCalls"`
 	Events                   int64   `json:"events"`
@@ -195,8 +268,15 @@ type ModeResult struct {
 	APIServer           RequestTable `json:"apiServerRequests"`
 	APIServerCPUSeconds float64      `json:"apiServerCPUSeconds"`
 	Controller          RequestTable `json:"controllerRequests"`
-	Harness             RequestTable `json:"harnessRequests"`
-	OtherRequestsPerTA  float64      `json:"otherRequestsPerTaskAction"`
+	ControllerWrites    WriteSplit   `json:"controllerWrites"`
+	// SeenWritesSucceeded and SeenWritesFailed: per TaskAction that
+	// succeeded, failed (nil: none).
+	SeenWritesSucceeded *SeenWrites `json:"seenWritesSucceeded,omitempty"`
+	SeenWritesFailed    *SeenWrites `json:"seenWritesFailed,omitempty"`
+	// Executing is the executor's (nil for the floor, which writes none).
+	Executing          *ExecutingStats `json:"executing,omitempty"`
+	Harness            RequestTable    `json:"harnessRequests"`
+	OtherRequestsPerTA float64         `json:"otherRequestsPerTaskAction"`
 	// Per attempt (pod): the controller's own and the API server's.
 	RequestsPerAttempt          float64           `json:"controllerRequestsPerAttempt"`
 	APIServerRequestsPerAttempt float64           `json:"apiServerRequestsPerAttempt"`
@@ -255,9 +335,13 @@ func requestTable(m map[string]float64, n int) RequestTable {
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 func (m *ModeResult) Summary() string {
+	executing := ""
+	if e := m.Executing; e != nil {
+		executing = fmt.Sprintf("; pod running→Executing p50/p99 %.0f/%.0f ms, %d ended without Executing", e.PodRunningToExecutingMS.P50, e.PodRunningToExecutingMS.P99, e.EndedWithoutExecuting)
+	}
 	return fmt.Sprintf("%d ok, %d failed, %d unfinished in %.1fs: %.1f TaskActions/s; create→pod p50/p99 %.0f/%.0f ms; pod end→TaskAction end p50/p99 %.0f/%.0f ms; %.2f requests/TaskAction (own), %.2f at the API server; RSS %.0f MiB, CPU %.1fs",
 		m.Succeeded, m.Failed, m.Unfinished, m.WallSeconds, m.TaskActionsPerSecond, m.CreateToPodMS.P50, m.CreateToPodMS.P99,
-		m.PodTerminalToTerminalMS.P50, m.PodTerminalToTerminalMS.P99, m.Controller.TotalPerTA, m.APIServer.TotalPerTA, m.PeakRSSMiB, m.CPUSeconds)
+		m.PodTerminalToTerminalMS.P50, m.PodTerminalToTerminalMS.P99, m.Controller.TotalPerTA, m.APIServer.TotalPerTA, m.PeakRSSMiB, m.CPUSeconds) + executing
 }
 
 // resultBase is the name results files start with: the day, what was run
@@ -389,6 +473,44 @@ func (r *Report) Markdown(png string) string {
 		}
 		p("\n")
 	}
+	// opt is a row whose value a mode may not have by design (the floor's
+	// Executing): "—" there, and no ratio.
+	opt := func(name string, f func(*ModeResult) (float64, bool), format string) {
+		p("| %s |", name)
+		for _, m := range cols {
+			if v, ok := f(m); ok {
+				p(" "+format+" |", v)
+			} else {
+				p(" — |")
+			}
+		}
+		if ratio {
+			a, okA := f(fl)
+			b, okB := f(ex)
+			if okA && okB && a != 0 {
+				p(" %.2f |", b/a)
+			} else {
+				p(" – |")
+			}
+		}
+		p("\n")
+	}
+	executing := func(f func(*ExecutingStats) float64) func(*ModeResult) (float64, bool) {
+		return func(m *ModeResult) (float64, bool) {
+			if m.Executing == nil {
+				return 0, false
+			}
+			return f(m.Executing), true
+		}
+	}
+	seen := func(f func(*SeenWrites) float64) func(*ModeResult) (float64, bool) {
+		return func(m *ModeResult) (float64, bool) {
+			if m.SeenWritesSucceeded == nil {
+				return 0, false
+			}
+			return f(m.SeenWritesSucceeded), true
+		}
+	}
 	row("TaskActions ended (ok + failed)", func(m *ModeResult) float64 { return float64(m.Succeeded + m.Failed) }, "%.0f")
 	row("failed (expected: fail fraction × N)", func(m *ModeResult) float64 { return float64(m.Failed) }, "%.0f")
 	if r.Params.RetryFraction > 0 {
@@ -409,9 +531,22 @@ func (r *Report) Markdown(png string) string {
 	row("pod terminal → TaskAction terminal p99 (ms)", func(m *ModeResult) float64 { return m.PodTerminalToTerminalMS.P99 }, "%.0f")
 	row("create → TaskAction terminal p50 (ms)", func(m *ModeResult) float64 { return m.CreateToTerminalMS.P50 }, "%.0f")
 	row("create → TaskAction terminal p99 (ms)", func(m *ModeResult) float64 { return m.CreateToTerminalMS.P99 }, "%.0f")
+	opt("pod running → TaskAction Executing p50 (ms)", executing(func(e *ExecutingStats) float64 { return e.PodRunningToExecutingMS.P50 }), "%.0f")
+	opt("pod running → TaskAction Executing p99 (ms)", executing(func(e *ExecutingStats) float64 { return e.PodRunningToExecutingMS.P99 }), "%.0f")
+	opt("TaskActions ended without showing Executing (straight from Queued)", executing(func(e *ExecutingStats) float64 { return float64(e.EndedWithoutExecuting) }), "%.0f")
 	row("controller's own API requests / TaskAction", func(m *ModeResult) float64 { return m.Controller.TotalPerTA }, "%.2f")
 	row("… of which non-2xx / TaskAction", func(m *ModeResult) float64 { return m.Controller.Non2xx / float64(m.N) }, "%.3f")
 	row("… of which 409 conflicts / TaskAction", func(m *ModeResult) float64 { return m.Controller.Conflicts / float64(m.N) }, "%.3f")
+	row("**controller's own writes / TaskAction**", func(m *ModeResult) float64 { return m.ControllerWrites.Writes }, "%.2f")
+	row("… pod creates / TaskAction", func(m *ModeResult) float64 { return m.ControllerWrites.PodCreates }, "%.2f")
+	row("… TaskAction status writes / TaskAction", func(m *ModeResult) float64 { return m.ControllerWrites.StatusWrites }, "%.2f")
+	row("… TaskAction metadata writes (finalizer) / TaskAction", func(m *ModeResult) float64 { return m.ControllerWrites.MetadataWrites }, "%.2f")
+	row("… other writes / TaskAction", func(m *ModeResult) float64 { return m.ControllerWrites.OtherWrites }, "%.2f")
+	row("controller's own reads / TaskAction", func(m *ModeResult) float64 { return m.ControllerWrites.Reads }, "%.2f")
+	opt("**writes / succeeded TaskAction, seen on the watches**", seen(func(w *SeenWrites) float64 { return w.Writes }), "%.2f")
+	opt("… pods created / succeeded TaskAction", seen(func(w *SeenWrites) float64 { return w.PodsCreated }), "%.2f")
+	opt("… TaskAction status updates / succeeded TaskAction", seen(func(w *SeenWrites) float64 { return w.StatusUpdates }), "%.2f")
+	opt("… TaskAction metadata updates / succeeded TaskAction", seen(func(w *SeenWrites) float64 { return w.MetadataUpdates }), "%.2f")
 	row("API server requests / TaskAction (everyone)", func(m *ModeResult) float64 { return m.APIServer.TotalPerTA }, "%.2f")
 	row("… harness's own / TaskAction", func(m *ModeResult) float64 { return m.Harness.TotalPerTA }, "%.2f")
 	row("… others (kube-scheduler, kwok) / TaskAction", func(m *ModeResult) float64 { return m.OtherRequestsPerTA }, "%.2f")
@@ -457,6 +592,7 @@ func (r *Report) Markdown(png string) string {
 		row("deletion: kube-apiserver CPU (s)", del(func(d *Deletion) float64 { return d.APIServerCPUSeconds }), "%.2f")
 		row("deletion: pods left (no kube-controller-manager)", del(func(d *Deletion) float64 { return float64(d.PodsLeft) }), "%.0f")
 	}
+	p("%s", goalsText(r, fl, ex))
 	if ex != nil && ex.Events != nil {
 		p("\nEvents (executor only; the floor sends none): %d Record calls carrying %d events = **%.1f Record calls per 1,000 events**, %.2f events per TaskAction (%d failed calls; the events service's own counts).\n",
 			ex.Events.RecordCalls, ex.Events.Events, ex.Events.RecordCallsPer1000Events, ex.Events.EventsPerTA, ex.Events.FailedCalls)
@@ -515,6 +651,47 @@ func (r *Report) Markdown(png string) string {
 	}
 	p("The chart: TaskActions terminal (y, 0 to N) against seconds since the first create (x); floor in blue, executor in red%s; grid lines every 10%% of N and at round seconds (the numbers on the axes are the maxima).\n", every)
 	return b.String()
+}
+
+// Goals of the benchmark the report checks.
+const (
+	goalThroughputRatio = 0.7 // executor ÷ floor, TaskActions/s to terminal
+	goalWrites          = 3   // writes per short successful TaskAction, with the webhook
+)
+
+// goalsText is the paragraph on the benchmark's goals: the throughput ratio
+// (the median of --rounds) and, with the executor's webhooks installed, its
+// writes per succeeded TaskAction, as its own counters and the watches give
+// them. "" when neither can be judged.
+func goalsText(r *Report, fl, ex *ModeResult) string {
+	var parts []string
+	if fl != nil && ex != nil && fl.TaskActionsPerSecond > 0 {
+		ratio := ex.TaskActionsPerSecond / fl.TaskActionsPerSecond
+		what := "executor ÷ floor"
+		if len(r.Rounds) > 0 {
+			_, ratio = medianRound(r.Rounds)
+			what = "median executor ÷ floor"
+		}
+		parts = append(parts, fmt.Sprintf("throughput %s %.2f (goal ≥ %.1f: %s)", what, ratio, goalThroughputRatio, metText(ratio >= goalThroughputRatio)))
+	}
+	if ex != nil && r.Params.Webhook && ex.SeenWritesSucceeded != nil {
+		own, seen := ex.ControllerWrites.Writes, ex.SeenWritesSucceeded.Writes
+		// round3 leaves 3.000 for exactly three.
+		met := own <= goalWrites && seen <= goalWrites
+		parts = append(parts, fmt.Sprintf("the executor's writes %.2f per TaskAction (its own count, every outcome) and %.2f per succeeded TaskAction (seen on the watches), with the webhook, tasks of %s (goal ≤ %d per short successful TaskAction: %s)",
+			own, seen, r.Params.FinishDelay, goalWrites, metText(met)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "\nGoals: " + strings.Join(parts, "; ") + ".\n"
+}
+
+func metText(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**not met**"
 }
 
 func workloadText(w string) string {
