@@ -9,6 +9,7 @@ package badinput
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,10 +20,12 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -37,6 +40,7 @@ import (
 	"github.com/taskaction/executor/pkg/setup"
 	"github.com/taskaction/executor/test/faults"
 	"github.com/taskaction/executor/test/faults/audit"
+	"github.com/taskaction/executor/test/faults/badinput/hostile"
 )
 
 var env *testenv.Env
@@ -84,6 +88,24 @@ type row struct {
 	// failures are logged, and fail the test only with FAULTS_STRICT=1 (make
 	// test-faults). A marked row that passes fails the test: drop the mark.
 	knownDefect string
+	// reason, if set, is the reason the row must fail with.
+	reason string
+	// status, if set, is merge-patched into the row's status right after its
+	// create (as anyone who may write TaskAction status can); a refusal of
+	// that patch is the row's rejection, and the TaskAction itself must run.
+	status map[string]any
+	// permissive stores the row, and its status, through a CRD that
+	// validates nothing, before the executor starts: the executor must start
+	// (its cache sync) with it in the cluster.
+	permissive bool
+	// follower creates a valid TaskAction right after the row's, which must
+	// succeed: the row stops nothing for the others.
+	follower bool
+	// deleteAfter deletes the row's TaskAction once it has ended: it must go
+	// (the executor releases its finalizer).
+	deleteAfter bool
+	// noAudit says why the events audit does not apply to the row.
+	noAudit string
 }
 
 const runName = "badinput"
@@ -186,6 +208,55 @@ func rows() []row {
 			_ = unstructured.SetNestedField(u.Object, "not base64 at all!", "spec", "taskTemplate")
 			return u
 		}, want: rejected, msg: "taskTemplate", skip: templateBytesMissing},
+
+		// A quantity whose parse expands 10^(2^31) and never returns: it once
+		// stopped the executor for every TaskAction (the informer's decode),
+		// or pinned a worker (the pod spec, Flyte's template). The CRD's
+		// pattern bounds the exponent where it can see the quantity; elsewhere
+		// the executor checks it before any parse and fails that TaskAction
+		// alone, naming it. Each is followed by a valid TaskAction that runs.
+		{name: "hugeexp-typed", raw: typed(func(ta map[string]any) {
+			hostile.Container(ta)["resources"] = map[string]any{"limits": map[string]any{"cpu": hostile.HugeExponent}}
+		}), want: rejected, msg: "spec.template.container.resources.limits.cpu", follower: true},
+		{name: "hugeexp-podtemplate", raw: typed(func(ta map[string]any) {
+			hostile.Template(ta)["podTemplate"] = map[string]any{"spec": hostile.PodTemplateSpec(hostile.HugeExponent)}
+		}), want: fails, reason: flytev1.ReasonInvalidSpec, msg: "spec.template.podTemplate.spec.containers[0].resources.limits.cpu", follower: true},
+		{name: "hugeexp-flyte", raw: func(ns, name string) *unstructured.Unstructured {
+			return &unstructured.Unstructured{Object: hostile.FlyteTaskAction(ns, name, hostile.FlyteTemplate(hostile.HugeExponent))}
+		}, want: fails, reason: flytev1.ReasonInvalidSpec, msg: "spec.taskTemplate.container.resources.requests[0]", follower: true, skip: templateBytesMissing},
+		// The same, and a quantity that is not one, stored through a CRD that
+		// validates nothing (an older CRD, validation skipped): the executor
+		// starts with them in the cluster, fails each alone, and lets it go.
+		{name: "hugeexp-typed-permissive", permissive: true, raw: typed(func(ta map[string]any) {
+			hostile.Container(ta)["resources"] = map[string]any{"limits": map[string]any{"cpu": hostile.HugeExponent}}
+		}), want: fails, reason: flytev1.ReasonInvalidSpec, msg: "spec.template.container.resources.limits.cpu", deleteAfter: true},
+		{name: "lots-permissive", permissive: true, raw: typed(func(ta map[string]any) {
+			hostile.Container(ta)["resources"] = map[string]any{"limits": map[string]any{"cpu": "lots"}}
+		}), want: fails, reason: flytev1.ReasonInvalidSpec, msg: "spec.template.container.resources.limits.cpu"},
+		// Status integers their Go types (Flyte's) cannot hold, as anyone who
+		// may write TaskAction status can send them: refused by the schema; and
+		// through a CRD that validates nothing, the TaskAction fails alone.
+		{name: "status-psv-300", status: map[string]any{"pluginStateVersion": 300}, want: rejected, msg: "pluginStateVersion"},
+		{name: "status-attempts-neg", status: map[string]any{"attempts": -1}, want: rejected, msg: "attempts"},
+		{name: "status-psv-300-permissive", permissive: true, status: map[string]any{"pluginStateVersion": 300},
+			want: fails, reason: flytev1.ReasonInvalidSpec, msg: "status.pluginStateVersion", deleteAfter: true},
+		{name: "status-attempts-neg-permissive", permissive: true, status: map[string]any{"attempts": -1},
+			want: fails, reason: flytev1.ReasonInvalidSpec, msg: "status.attempts"},
+		{name: "condition-attempts-permissive", permissive: true, status: map[string]any{"attempts": -1}, raw: typed(func(ta map[string]any) {
+			spec := ta["spec"].(map[string]any)
+			delete(spec, "template")
+			spec["actionType"] = "condition"
+		}), want: fails, reason: flytev1.ReasonInvalidSpec, msg: "status.attempts", noAudit: "a condition reports no events"},
+	}
+}
+
+// typed is a row's TaskAction of the typed form as a JSON object (the form
+// that can hold what the Go types cannot), changed by change.
+func typed(change func(ta map[string]any)) func(ns, name string) *unstructured.Unstructured {
+	return func(ns, name string) *unstructured.Unstructured {
+		ta := hostile.TaskAction(ns, name)
+		change(ta)
+		return &unstructured.Unstructured{Object: ta}
 	}
 }
 
@@ -222,7 +293,6 @@ func templateBytesMissing() string {
 }
 
 func TestBadInputMatrix(t *testing.T) {
-	ctx := context.Background()
 	k8s := env.Client
 	ns := testenv.Namespace(t, k8s, "badinput-")
 	evs := eventsvctest.Start(t, eventsvctest.Options{})
@@ -238,29 +308,9 @@ func TestBadInputMatrix(t *testing.T) {
 	c.EventsServiceURL, c.CacheServiceURL = witness.URL(), cs.URL
 	c.RequeueDuration = config.Duration{Duration: 500 * time.Millisecond}
 	c.GC.Interval = config.Duration{}
-	mgr, err := setup.Setup(c, env.Config, setup.Options{Namespaces: []string{ns}, SkipNameValidation: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(mctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	stopKubelet := kubelet(t, k8s, ns)
-	t.Cleanup(stopKubelet)
 
-	// Create every row at once; then wait for all of them.
-	type created struct {
-		row   row
-		names []string
-		err   error
-	}
 	var results []created
+	var permissive, others []row
 	for _, r := range rows() {
 		if r.skip != nil {
 			if why := r.skip(); why != "" {
@@ -268,26 +318,28 @@ func TestBadInputMatrix(t *testing.T) {
 				continue
 			}
 		}
-		cr := created{row: r}
-		var obj client.Object
-		if r.raw != nil {
-			obj = r.raw(ns, r.name)
+		if r.permissive {
+			permissive = append(permissive, r)
 		} else {
-			ta := valid(ns, r.name)
-			r.mutate(ta)
-			obj = ta
+			others = append(others, r)
 		}
-		cr.names = append(cr.names, obj.GetName())
-		cr.err = k8s.Create(ctx, obj)
-		if r.also != nil && cr.err == nil {
-			twin := r.also(ns)
-			if err := k8s.Create(ctx, twin); err != nil {
-				cr.err = err
-			} else {
-				cr.names = append(cr.names, twin.Name)
+	}
+	// Rows a CRD that validates nothing let in, stored before the executor
+	// starts: it must start with them in the cluster.
+	if len(permissive) > 0 {
+		withPermissiveCRD(t, func() {
+			for _, r := range permissive {
+				results = append(results, createRow(t, k8s, ns, r, len(results)))
 			}
-		}
-		results = append(results, cr)
+		})
+	}
+	restart := startExecutor(t, c, ns)
+	stopKubelet := kubelet(t, k8s, ns)
+	t.Cleanup(stopKubelet)
+
+	// Create every other row at once; then wait for all of them.
+	for _, r := range others {
+		results = append(results, createRow(t, k8s, ns, r, len(results)))
 	}
 
 	const bound = 60 * time.Second
@@ -299,6 +351,8 @@ func TestBadInputMatrix(t *testing.T) {
 			fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 			defer func() { verdict(t, cr.row, problems, strict) }()
 			r := cr.row
+			accepted += len(cr.followers)
+			defer func() { checkFollowers(t, k8s, ns, cr, bound, fail) }()
 			if cr.err != nil {
 				t.Logf("rejected: %v", cr.err)
 				if r.want != rejected && r.want != refused {
@@ -310,6 +364,17 @@ func TestBadInputMatrix(t *testing.T) {
 				}
 				if !containsFold(cr.err.Error(), r.msg) {
 					fail("the rejection does not name %q: %v", r.msg, cr.err)
+				}
+				if cr.stored {
+					// Its status write was refused: the TaskAction itself runs.
+					accepted += len(cr.names)
+					for _, name := range cr.names {
+						if ta, why := waitTerminal(k8s, ns, name, bound); ta == nil {
+							fail("%s", why)
+						} else if _, msg, ok := outcome(ta); !ok {
+							fail("%s failed (%s), want success: its refused status write changed nothing", name, msg)
+						}
+					}
 				}
 				return
 			}
@@ -337,6 +402,14 @@ func TestBadInputMatrix(t *testing.T) {
 				if (r.want == fails || r.want == refused) && !containsFold(msg, r.msg) {
 					fail("%s: the failure message does not name %q: %s", name, r.msg, msg)
 				}
+				if r.reason != "" && reason != r.reason {
+					fail("%s ended with reason %s, want %s", name, reason, r.reason)
+				}
+			}
+			if r.noAudit != "" {
+				t.Logf("no audit: %s", r.noAudit)
+				deleteAll(t, k8s, ns, cr, bound, fail)
+				return
 			}
 			// Nothing half-done: the kwok suites' audits over this row's
 			// TaskActions, pods and events (no audit log here, so no
@@ -352,6 +425,7 @@ func TestBadInputMatrix(t *testing.T) {
 			} else {
 				t.Logf("audit: every count zero")
 			}
+			deleteAll(t, k8s, ns, cr, bound, fail)
 		})
 	}
 
@@ -365,6 +439,215 @@ func TestBadInputMatrix(t *testing.T) {
 	if after-before > float64(accepted) {
 		t.Errorf("%.0f reconciles in %s with every TaskAction terminal: something loops", after-before, window)
 	}
+
+	// A restarted executor starts (its cache syncs) with every TaskAction of
+	// the matrix still there, those it cannot decode included.
+	restart()
+	startExecutor(t, c, ns)
+}
+
+// created is a row as it was stored.
+type created struct {
+	row   row
+	names []string
+	err   error
+	// stored: the TaskAction was created, its status write refused (err).
+	stored bool
+	// followers are the valid TaskActions created right after it.
+	followers   []string
+	followerErr error
+}
+
+// createRow stores the row's TaskAction (and its status, its twin, its
+// follower); seq makes the follower's action name unique.
+func createRow(t *testing.T, k8s client.Client, ns string, r row, seq int) created {
+	t.Helper()
+	ctx := context.Background()
+	cr := created{row: r}
+	var obj client.Object
+	if r.raw != nil {
+		obj = r.raw(ns, r.name)
+	} else {
+		ta := valid(ns, r.name)
+		if r.mutate != nil {
+			r.mutate(ta)
+		}
+		obj = ta
+	}
+	if r.deleteAfter {
+		// As the admission webhook adds it: the executor must release it.
+		obj.SetFinalizers(append(obj.GetFinalizers(), controller.Finalizer))
+	}
+	cr.names = append(cr.names, obj.GetName())
+	// Through a CRD just loosened, the strict schema may still answer a moment.
+	retry := func(write func() error) error {
+		for try := 0; ; try++ {
+			err := write()
+			if err == nil || !r.permissive || !apierrors.IsInvalid(err) || try == 50 {
+				return err
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	cr.err = retry(func() error { return k8s.Create(ctx, obj.DeepCopyObject().(client.Object)) })
+	if cr.err == nil && r.status != nil {
+		body, err := json.Marshal(map[string]any{"status": r.status})
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := &flytev1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: obj.GetName()}}
+		if cr.err = retry(func() error { return k8s.Status().Patch(ctx, target, client.RawPatch(types.MergePatchType, body)) }); cr.err != nil {
+			cr.stored = true
+		}
+	}
+	if r.also != nil && cr.err == nil {
+		twin := r.also(ns)
+		if err := k8s.Create(ctx, twin); err != nil {
+			cr.err = err
+		} else {
+			cr.names = append(cr.names, twin.Name)
+		}
+	}
+	if r.follower {
+		f := valid(ns, trim(r.name, 200)+"-next")
+		f.Spec.ActionName = fmt.Sprintf("next-%d", seq)
+		if cr.followerErr = k8s.Create(ctx, f); cr.followerErr == nil {
+			cr.followers = append(cr.followers, f.Name)
+		}
+	}
+	return cr
+}
+
+// checkFollowers: the valid TaskActions created right after the row's
+// succeed.
+func checkFollowers(t *testing.T, k8s client.Client, ns string, cr created, bound time.Duration, fail func(string, ...any)) {
+	if cr.followerErr != nil {
+		fail("the valid TaskAction after it was not created: %v", cr.followerErr)
+	}
+	for _, name := range cr.followers {
+		ta, why := waitTerminal(k8s, ns, name, bound)
+		if ta == nil {
+			fail("the valid TaskAction after it: %s", why)
+			continue
+		}
+		if reason, msg, ok := outcome(ta); !ok {
+			fail("the valid TaskAction after it failed: %s %s", reason, msg)
+		} else {
+			t.Logf("the valid TaskAction after it, %s, succeeded", name)
+		}
+	}
+}
+
+// deleteAll deletes the row's TaskActions when it asks for it: each must go,
+// its finalizer released by the executor.
+func deleteAll(t *testing.T, k8s client.Client, ns string, cr created, bound time.Duration, fail func(string, ...any)) {
+	if !cr.row.deleteAfter {
+		return
+	}
+	ctx := context.Background()
+	for _, name := range cr.names {
+		ta := &flytev1.TaskAction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := k8s.Delete(ctx, ta); err != nil {
+			fail("delete %s: %v", name, err)
+			continue
+		}
+		deadline := time.Now().Add(bound)
+		for {
+			err := k8s.Get(ctx, client.ObjectKeyFromObject(ta), ta)
+			if apierrors.IsNotFound(err) {
+				t.Logf("%s deleted: its finalizer was released", name)
+				break
+			}
+			if time.Now().After(deadline) {
+				fail("%s still there %s after its deletion (finalizers %v, get: %v)", name, bound, ta.Finalizers, err)
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// startExecutor runs the executor as Setup wires it until the test ends or
+// the returned stop is called; it returns once the executor's cache has
+// synced (with whatever the cluster holds), and fails the test when that
+// takes more than a minute.
+func startExecutor(t *testing.T, c config.Config, ns string) (stop func()) {
+	t.Helper()
+	mgr, err := setup.Setup(c, env.Config, setup.Options{Namespaces: []string{ns}, SkipNameValidation: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(mctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	sctx, scancel := context.WithTimeout(mctx, time.Minute)
+	defer scancel()
+	if !mgr.GetCache().WaitForCacheSync(sctx) {
+		t.Fatalf("the executor's cache did not sync within a minute: a stored TaskAction it cannot read stops it")
+	}
+	t.Logf("the executor started; its cache synced")
+	return stop
+}
+
+// withPermissiveCRD replaces the TaskAction CRD's schema by one that
+// validates nothing in spec and status (an older CRD, or a cluster where
+// validation was skipped) for the duration of store, then puts the real CRD
+// back and waits until the API server validates with it again.
+func withPermissiveCRD(t *testing.T, store func()) {
+	t.Helper()
+	ctx := context.Background()
+	k8s := env.Client
+	_ = apiextensionsv1.AddToScheme(k8s.Scheme())
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "taskactions.flyte.org"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	original := crd.DeepCopy()
+	open := true
+	for i := range crd.Spec.Versions {
+		props := crd.Spec.Versions[i].Schema.OpenAPIV3Schema.Properties
+		for _, k := range []string{"spec", "status"} {
+			props[k] = apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &open}
+		}
+	}
+	if err := k8s.Update(ctx, crd); err != nil {
+		t.Fatalf("loosen the CRD: %v", err)
+	}
+	defer func() {
+		cur := &apiextensionsv1.CustomResourceDefinition{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: crd.Name}, cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec = original.Spec
+		if err := k8s.Update(ctx, cur); err != nil {
+			t.Fatalf("restore the CRD: %v", err)
+		}
+		// The real schema is back when it refuses what the loose one took.
+		probe := valid("default", "crd-probe")
+		probe.Spec.ShortName = strings.Repeat("s", 64)
+		for try := 0; ; try++ {
+			err := k8s.Create(ctx, probe.DeepCopy())
+			if apierrors.IsInvalid(err) {
+				return
+			}
+			if err == nil {
+				_ = k8s.Delete(ctx, probe.DeepCopy())
+			}
+			if try == 100 {
+				t.Fatalf("the restored CRD does not validate: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	store()
 }
 
 // verdict fails the row on its problems, unless they are its known defect.

@@ -79,8 +79,8 @@ func PodTemplateSpec(q any) map[string]any {
 // whose container asks for cpu q.
 func FlyteTemplate(q string) []byte {
 	return marshal(&core.TaskTemplate{
-		Id:   &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "proj", Domain: "dev", Name: "t", Version: "v1"},
-		Type: "python",
+		Id:       &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "proj", Domain: "dev", Name: "t", Version: "v1"},
+		Type:     "python",
 		Metadata: &core.TaskMetadata{Timeout: durationpb.New(time.Hour), Retries: &core.RetryStrategy{Retries: 1}},
 		Target: &core.TaskTemplate_Container{Container: &core.Container{
 			Image: "busybox", Command: []string{"true"},
