@@ -55,11 +55,11 @@ func ours(uid string, created time.Time, obs plugin.Observation) resource {
 }
 
 func running(at time.Time) plugin.Observation {
-	return plugin.Observation{Phase: plugin.PhaseRunning, Progressed: true, OccurredAt: at}
+	return plugin.Observation{Phase: plugin.PhaseRunning, OccurredAt: at}
 }
 
 func succeeded(at time.Time) plugin.Observation {
-	return plugin.Observation{Phase: plugin.PhaseSucceeded, Progressed: true, Finished: true, OccurredAt: at}
+	return plugin.Observation{Phase: plugin.PhaseSucceeded, Finished: true, OccurredAt: at}
 }
 
 func userFailure(at time.Time) plugin.Observation {

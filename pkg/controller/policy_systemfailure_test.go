@@ -23,7 +23,7 @@ func TestBackoff(t *testing.T) {
 // deletedWhileRunning is how the container plugin reads a running pod that
 // someone deletes: a system failure, from a pod that ran.
 func deletedWhileRunning(at time.Time) plugin.Observation {
-	return plugin.Observation{Phase: plugin.PhaseRetryableFailure, Progressed: true, Deleting: true, OccurredAt: at,
+	return plugin.Observation{Phase: plugin.PhaseRetryableFailure, Deleting: true, OccurredAt: at,
 		Error: &plugin.ExecError{Code: CodeResourceDeletedExternally, Kind: flytev1.ErrorKindSystem, Message: "pod is being deleted"}}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
@@ -75,9 +76,6 @@ type Observation struct {
 	Error *ExecError
 	// OccurredAt is when the phase was reached, as far as the plugin knows (zero: now).
 	OccurredAt time.Time
-	// Progressed says the attempt made real progress (its workload ran), which
-	// resets the consecutive system-failure counter.
-	Progressed bool
 	// Finished says the workload stopped by itself (a pod Succeeded or Failed,
 	// or its primary container terminated while sidecars run on): the
 	// attempt's outcome is final and its runtime's error.pb and outputs are
@@ -93,6 +91,16 @@ type Observation struct {
 	// RecheckAfter asks for another look after this long even without a watch
 	// event (a grace period that is running out).
 	RecheckAfter time.Duration
+	// Logs are where the attempt's logs are, for a plugin whose object is not
+	// a pod (an engine's dashboard, its replicas' pods); a pod's links are
+	// rendered by the reconciler from the plugins.logs configuration.
+	Logs []LogLink
+}
+
+// LogLink is one link to an attempt's logs, as events report them.
+type LogLink struct {
+	Name string
+	URI  string
 }
 
 // Settings are the executor-wide values plugins need.
@@ -177,6 +185,30 @@ type Plugin interface {
 	// The objects stand for their types only and are never filled, so a plugin
 	// may return the same ones on every call.
 	WatchedTypes() []client.Object
+}
+
+// Requirer is a plugin whose object kinds the cluster must serve (an engine's
+// custom resources: KubeRay's RayJob, ...). Its kinds are watched once a task
+// needs them and the API server serves them, so that the executor starts and
+// runs every other task without them, and an engine installed later needs no
+// restart. A task whose kinds are not served fails at once, naming Requires.
+type Requirer interface {
+	// Requires says what must be installed, e.g. "KubeRay's CRDs
+	// (rayjobs.ray.io), github.com/ray-project/kuberay".
+	Requires() string
+}
+
+// SchemeBuilder is a plugin whose object types are not Kubernetes' own: it
+// registers them (the engine's API types) with the executor's scheme.
+type SchemeBuilder interface {
+	AddToScheme(s *runtime.Scheme) error
+}
+
+// InputsUser is a plugin that reads the task's inputs at launch
+// (TaskContext.Inputs) beyond what its command renders: the sleep plugin's
+// duration.
+type InputsUser interface {
+	UsesInputs(t *task.Task) bool
 }
 
 // LaunchError is a launch failure that ends the attempt (as opposed to a

@@ -67,12 +67,7 @@ func ObservePod(pod *corev1.Pod, now time.Time, s plugin.Settings) plugin.Observ
 		obs.Deleting = true
 		obs = whileDeleting(pod, obs, endedAt)
 	}
-	switch pod.Status.Phase {
-	case corev1.PodRunning:
-		obs.Progressed = true
-	case corev1.PodSucceeded:
-		obs.Progressed, obs.Finished = true, true
-	case corev1.PodFailed:
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		obs.Finished = true
 	}
 	if obs.OccurredAt.IsZero() {

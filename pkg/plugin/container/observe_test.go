@@ -104,7 +104,6 @@ func TestObservePod(t *testing.T) {
 		kind        flytev1.ErrorKind
 		msg         string // substring of Message
 		recheck     time.Duration
-		progressed  bool
 		finished    bool
 		lingering   bool
 		deletingObs bool
@@ -156,47 +155,47 @@ func TestObservePod(t *testing.T) {
 
 		// Running.
 		{name: "running", pod: testPod(corev1.PodRunning, scheduled, runningC("task", 20*time.Second)),
-			phase: plugin.PhaseRunning, progressed: true, occurredAt: 20 * time.Second},
+			phase: plugin.PhaseRunning, occurredAt: 20 * time.Second},
 		// The primary container's end is the task's (Flyte's pod plugin):
 		// finished, so that error.pb and the outputs are read, and lingering
 		// while a sidecar runs, so that the pod is stopped.
 		{name: "primary done, sidecar running: success", pod: testPod(corev1.PodRunning, termC("task", 0, "Completed", "", time.Minute), runningC("side", 0)),
-			phase: plugin.PhaseSucceeded, progressed: true, finished: true, lingering: true, occurredAt: time.Minute},
+			phase: plugin.PhaseSucceeded, finished: true, lingering: true, occurredAt: time.Minute},
 		{name: "primary failed, sidecar running", pod: testPod(corev1.PodRunning, termC("task", 2, "Error", "boom", time.Minute), runningC("side", 0)),
-			phase: plugin.PhaseRetryableFailure, code: "Error", kind: user, msg: "exit code 2: boom", progressed: true, finished: true, lingering: true, occurredAt: time.Minute},
+			phase: plugin.PhaseRetryableFailure, code: "Error", kind: user, msg: "exit code 2: boom", finished: true, lingering: true, occurredAt: time.Minute},
 		{name: "primary OOMKilled while running", pod: testPod(corev1.PodRunning, termC("task", 137, "OOMKilled", "", time.Minute), runningC("side", 0)),
-			phase: plugin.PhaseRetryableFailure, code: CodeOOMKilled, kind: user, progressed: true, finished: true, lingering: true},
+			phase: plugin.PhaseRetryableFailure, code: CodeOOMKilled, kind: user, finished: true, lingering: true},
 		{name: "primary done, sidecar running, conditions changed later: ended with the primary", pod: testPod(corev1.PodRunning, termC("task", 0, "Completed", "", time.Minute), runningC("side", 0),
 			cond(corev1.PodReady, corev1.ConditionFalse, "ContainersNotReady", "", 4*time.Minute)),
-			phase: plugin.PhaseSucceeded, progressed: true, finished: true, lingering: true, occurredAt: time.Minute},
+			phase: plugin.PhaseSucceeded, finished: true, lingering: true, occurredAt: time.Minute},
 		{name: "primary done, sidecar without a status yet: lingering", pod: testPod(corev1.PodRunning, termC("task", 0, "Completed", "", time.Minute)),
-			phase: plugin.PhaseSucceeded, progressed: true, finished: true, lingering: true, occurredAt: time.Minute},
+			phase: plugin.PhaseSucceeded, finished: true, lingering: true, occurredAt: time.Minute},
 		{name: "primary and sidecar done, pod not updated yet: finished, not lingering", pod: testPod(corev1.PodRunning, termC("task", 0, "Completed", "", time.Minute), termC("side", 0, "Completed", "", 2*time.Minute)),
-			phase: plugin.PhaseSucceeded, progressed: true, finished: true, occurredAt: time.Minute},
+			phase: plugin.PhaseSucceeded, finished: true, occurredAt: time.Minute},
 		{name: "primary done, native sidecar (init, restartPolicy Always) running: the kubelet stops it", pod: testPod(corev1.PodRunning, func(p *corev1.Pod) {
 			always := corev1.ContainerRestartPolicyAlways
 			p.Spec.Containers = p.Spec.Containers[:1]
 			p.Spec.InitContainers = []corev1.Container{{Name: "proxy", RestartPolicy: &always}}
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "proxy", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at(0)}}}}
 		}, termC("task", 0, "Completed", "", time.Minute)),
-			phase: plugin.PhaseSucceeded, progressed: true, finished: true, occurredAt: time.Minute},
+			phase: plugin.PhaseSucceeded, finished: true, occurredAt: time.Minute},
 		{name: "primary running, sidecar done: running", pod: testPod(corev1.PodRunning, runningC("task", 0), termC("side", 0, "Completed", "", time.Minute)),
-			phase: plugin.PhaseRunning, progressed: true},
+			phase: plugin.PhaseRunning},
 		{name: "primary image pull fails beside a running sidecar", pod: testPod(corev1.PodRunning, started(0), runningC("side", 0), waitingC("task", "InvalidImageName")),
-			phase: plugin.PhasePermanentFailure, code: "InvalidImageName", kind: user, progressed: true},
+			phase: plugin.PhasePermanentFailure, code: "InvalidImageName", kind: user},
 
 		// Succeeded.
 		{name: "succeeded", pod: testPod(corev1.PodSucceeded, termC("task", 0, "Completed", "", time.Minute)),
-			phase: plugin.PhaseSucceeded, progressed: true, finished: true},
+			phase: plugin.PhaseSucceeded, finished: true},
 		// A task ends when its container finished, not when the kubelet
 		// later flips the pod's conditions: a task that finished at 1m30s
 		// against a 2m deadline succeeded, however late Ready changed.
 		{name: "succeeded: ended when the primary finished, not at the later condition change", pod: testPod(corev1.PodSucceeded, scheduled,
 			termC("task", 0, "Completed", "", 90*time.Second), termC("side", 0, "Completed", "", 100*time.Second),
 			cond(corev1.ContainersReady, corev1.ConditionFalse, "PodCompleted", "", 150*time.Second), cond(corev1.PodReady, corev1.ConditionFalse, "PodCompleted", "", 150*time.Second)),
-			phase: plugin.PhaseSucceeded, progressed: true, finished: true, occurredAt: 90 * time.Second},
+			phase: plugin.PhaseSucceeded, finished: true, occurredAt: 90 * time.Second},
 		{name: "succeeded despite OOMKilled sidecar", pod: testPod(corev1.PodSucceeded, termC("task", 0, "Completed", "", time.Minute), termC("side", 0, "OOMKilled", "", time.Minute)),
-			phase: plugin.PhaseRetryableFailure, code: CodeOOMKilled, kind: user, msg: "side was OOMKilled", progressed: true, finished: true},
+			phase: plugin.PhaseRetryableFailure, code: CodeOOMKilled, kind: user, msg: "side was OOMKilled", finished: true},
 
 		// Failed.
 		{name: "exit code with reason", pod: testPod(corev1.PodFailed, termC("task", 1, "Error", "Traceback: ValueError", time.Minute)),
@@ -241,7 +240,7 @@ func TestObservePod(t *testing.T) {
 
 		// Being deleted.
 		{name: "running pod being deleted", pod: testPod(corev1.PodRunning, runningC("task", 0), deleting(time.Minute)),
-			phase: plugin.PhaseRetryableFailure, code: CodeResourceDeletedExternally, kind: sys, progressed: true, deletingObs: true},
+			phase: plugin.PhaseRetryableFailure, code: CodeResourceDeletedExternally, kind: sys, deletingObs: true},
 		{name: "pending pod being deleted", pod: testPod(corev1.PodPending, scheduled, deleting(time.Minute)),
 			phase: plugin.PhaseRetryableFailure, code: CodeResourceDeletedExternally, kind: sys, deletingObs: true},
 		{name: "killed by the deletion", pod: testPod(corev1.PodFailed, termC("task", 143, "Error", "", 90*time.Second), deleting(time.Minute)),
@@ -249,9 +248,9 @@ func TestObservePod(t *testing.T) {
 		{name: "failed before the deletion", pod: testPod(corev1.PodFailed, termC("task", 1, "Error", "", 30*time.Second), deleting(time.Minute)),
 			phase: plugin.PhaseRetryableFailure, code: "Error", kind: user, finished: true, deletingObs: true},
 		{name: "succeeded and being deleted", pod: testPod(corev1.PodSucceeded, termC("task", 0, "Completed", "", 90*time.Second), deleting(time.Minute)),
-			phase: plugin.PhaseSucceeded, progressed: true, finished: true, deletingObs: true},
+			phase: plugin.PhaseSucceeded, finished: true, deletingObs: true},
 		{name: "evicted through the API while running", pod: testPod(corev1.PodRunning, runningC("task", 0), cond("DisruptionTarget", corev1.ConditionTrue, "EvictionByEvictionAPI", "", time.Minute), deleting(time.Minute)),
-			phase: plugin.PhaseRetryableFailure, code: CodeInterrupted, kind: sys, progressed: true, deletingObs: true},
+			phase: plugin.PhaseRetryableFailure, code: CodeInterrupted, kind: sys, deletingObs: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -283,9 +282,9 @@ func TestObservePod(t *testing.T) {
 			if got.RecheckAfter != tc.recheck {
 				t.Errorf("recheckAfter = %v, want %v", got.RecheckAfter, tc.recheck)
 			}
-			if got.Progressed != tc.progressed || got.Finished != tc.finished || got.Lingering != tc.lingering || got.Deleting != tc.deletingObs {
-				t.Errorf("progressed/finished/lingering/deleting = %v/%v/%v/%v, want %v/%v/%v/%v", got.Progressed, got.Finished, got.Lingering, got.Deleting,
-					tc.progressed, tc.finished, tc.lingering, tc.deletingObs)
+			if got.Finished != tc.finished || got.Lingering != tc.lingering || got.Deleting != tc.deletingObs {
+				t.Errorf("finished/lingering/deleting = %v/%v/%v, want %v/%v/%v", got.Finished, got.Lingering, got.Deleting,
+					tc.finished, tc.lingering, tc.deletingObs)
 			}
 			switch {
 			case tc.occurredAt < 0 && !got.OccurredAt.IsZero():
