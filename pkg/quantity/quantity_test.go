@@ -130,21 +130,37 @@ func TestCheckTreeFindsEveryQuantityOfAPodSpec(t *testing.T) {
 	for _, e := range errs {
 		got = append(got, e.Path)
 	}
-	want := []string{
+	want := []string{ // in the document's order
 		"spec.containers[0].resources.limits.cpu",
 		"spec.containers[0].resources.requests[nvidia.com/gpu]",
 		"spec.containers[1].env[0].valueFrom.resourceFieldRef.divisor",
 		"spec.initContainers[0].Resources.Limits.cpu",
-		"spec.overhead.cpu",
-		"spec.resources.limits.memory",
 		"spec.volumes[0].emptyDir.sizeLimit",
 		"spec.volumes[1].ephemeral.volumeClaimTemplate.spec.resources.requests.storage",
+		"spec.overhead.cpu",
+		"spec.resources.limits.memory",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("paths:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if errs := quantity.CheckTree([]byte(doc), reflect.TypeFor[corev1.PodSpec](), "spec", 2); len(errs) != 2 {
 		t.Errorf("limit 2: %d errors", len(errs))
+	}
+	// Keys written with escapes are keys all the same.
+	escaped := `{"containers":[{"name":"a","resour\u0063es":{"limits":{"cpu":"1e2147483648"}}}]}`
+	if errs := quantity.CheckTree([]byte(escaped), reflect.TypeFor[corev1.PodSpec](), "", 10); len(errs) != 1 {
+		t.Errorf("escaped key: %v", errs)
+	}
+}
+
+// What is not JSON, or not the shape the type expects, is the decoder's to
+// refuse: CheckTree neither fails on it nor reports it.
+func TestCheckTreeLeavesMalformedDocumentsToTheDecoder(t *testing.T) {
+	for _, doc := range []string{``, `{`, `{"containers":`, `{"containers":[{"resources":{"limits":{"cpu":"1"`, `[]`, `"x"`, `{"containers":{"name":"x"}}`,
+		`{"containers":[1,"x",null,{"resources":null}]}`, `{"a" "b"}`, `{"containers":[{"resources":{"limits":{"cpu":1}}}]}`} {
+		if errs := quantity.CheckTree([]byte(doc), reflect.TypeFor[corev1.PodSpec](), "", 10); len(errs) != 0 {
+			t.Errorf("%s: %v", doc, errs)
+		}
 	}
 }
 

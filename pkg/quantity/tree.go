@@ -1,15 +1,14 @@
 package quantity
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	sigsjson "sigs.k8s.io/json"
 )
 
 // PathError is a value at Path (e.g. spec.containers[0].resources.limits.cpu)
@@ -30,66 +29,86 @@ const MaxDepth = 64
 // returns at most limit errors (limit > 0), each with its path below path.
 // It descends only into the parts of raw whose Go type can hold a quantity
 // (Contains), matching object keys to fields as encoding/json does (exactly
-// or in another letter case), so its work is at most the size of raw for
-// each level of t. A value of the wrong JSON kind is left to the decoder,
-// which reports it.
+// or in another letter case), and skips the rest without decoding it: its
+// work is at most the size of raw for each level of t, and it allocates
+// nothing for a document without a fault. A value of the wrong JSON kind,
+// or raw that is not JSON, is left to the decoder, which refuses it before it
+// parses any quantity.
 func CheckTree(raw []byte, t reflect.Type, path string, limit int) []*PathError {
-	w := walker{limit: limit}
-	w.walk(raw, t, path, 0)
+	w := walker{limit: limit, root: path}
+	w.walk(raw, t, 0)
 	return w.errs
 }
 
 type walker struct {
 	limit int
+	root  string
+	stack []segment
 	errs  []*PathError
 }
 
-func (w *walker) full() bool { return len(w.errs) >= w.limit }
+// segment is one step of the path to the value being checked: a key, or an index.
+type segment struct {
+	key   string
+	index int
+}
 
-func (w *walker) walk(raw []byte, t reflect.Type, path string, depth int) {
+func (w *walker) path() string {
+	p := w.root
+	for _, s := range w.stack {
+		if s.index >= 0 {
+			p += "[" + strconv.Itoa(s.index) + "]"
+		} else {
+			p = JoinKey(p, s.key)
+		}
+	}
+	return p
+}
+
+func (w *walker) fail(err error) {
+	w.errs = append(w.errs, &PathError{Path: w.path(), Err: err})
+}
+
+func (w *walker) walk(raw []byte, t reflect.Type, depth int) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if w.full() || !Contains(t) {
+	if len(w.errs) >= w.limit || !Contains(t) {
 		return
 	}
 	if t == quantityType {
 		if err := CheckJSON(raw); err != nil {
-			w.errs = append(w.errs, &PathError{Path: path, Err: err})
+			w.fail(err)
 		}
 		return
 	}
 	if depth >= MaxDepth {
-		w.errs = append(w.errs, &PathError{Path: path, Err: errTooDeep})
+		w.fail(errTooDeep)
 		return
 	}
 	switch t.Kind() {
 	case reflect.Struct:
-		var obj map[string]Span
-		if sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &obj) != nil {
-			return
-		}
-		for _, k := range sortedKeys(obj) {
-			if f := FieldOf(t, k); f != nil {
-				w.walk(obj[k], f.Type, JoinKey(path, k), depth+1)
+		eachMember(raw, func(key string, val []byte) {
+			if f := FieldOf(t, key); f != nil && Contains(f.Type) {
+				w.stack = append(w.stack, segment{key: key, index: -1})
+				w.walk(val, f.Type, depth+1)
+				w.stack = w.stack[:len(w.stack)-1]
 			}
-		}
+		})
 	case reflect.Slice, reflect.Array:
-		var items []Span
-		if sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &items) != nil {
-			return
-		}
-		for i, item := range items {
-			w.walk(item, t.Elem(), path+"["+strconv.Itoa(i)+"]", depth+1)
-		}
+		i := 0
+		eachElement(raw, func(val []byte) {
+			w.stack = append(w.stack, segment{index: i})
+			w.walk(val, t.Elem(), depth+1)
+			w.stack = w.stack[:len(w.stack)-1]
+			i++
+		})
 	case reflect.Map:
-		var obj map[string]Span
-		if sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &obj) != nil {
-			return
-		}
-		for _, k := range sortedKeys(obj) {
-			w.walk(obj[k], t.Elem(), JoinKey(path, k), depth+1)
-		}
+		eachMember(raw, func(key string, val []byte) {
+			w.stack = append(w.stack, segment{key: key, index: -1})
+			w.walk(val, t.Elem(), depth+1)
+			w.stack = w.stack[:len(w.stack)-1]
+		})
 	}
 }
 
@@ -101,6 +120,137 @@ func (depthError) Error() string {
 
 var errTooDeep error = depthError{}
 
+// eachMember calls f with each member of the JSON object raw, its key
+// unquoted; it stops at anything that is not an object or not JSON.
+func eachMember(raw []byte, f func(key string, val []byte)) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return
+	}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		return
+	}
+	for i < len(raw) && raw[i] == '"' {
+		end := skipString(raw, i)
+		if end < 0 {
+			return
+		}
+		key, ok := unquote(raw[i:end])
+		i = skipSpace(raw, end)
+		if !ok || i >= len(raw) || raw[i] != ':' {
+			return
+		}
+		start := skipSpace(raw, i+1)
+		end = skipValue(raw, start)
+		if end < 0 {
+			return
+		}
+		f(key, raw[start:end])
+		i = skipSpace(raw, end)
+		if i >= len(raw) || raw[i] != ',' {
+			return
+		}
+		i = skipSpace(raw, i+1)
+	}
+}
+
+// eachElement calls f with each element of the JSON array raw; it stops at
+// anything that is not an array or not JSON.
+func eachElement(raw []byte, f func(val []byte)) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return
+	}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == ']' {
+		return
+	}
+	for i < len(raw) {
+		end := skipValue(raw, i)
+		if end < 0 {
+			return
+		}
+		f(raw[i:end])
+		i = skipSpace(raw, end)
+		if i >= len(raw) || raw[i] != ',' {
+			return
+		}
+		i = skipSpace(raw, i+1)
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString is the index after the JSON string at b[i] (a quote), or -1.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// skipValue is the index after the JSON value at b[i], or -1. For JSON it
+// is exact; for what is not JSON, the decoder refuses the document anyway.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				if i = skipString(b, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
+}
+
+// unquote is the text of the JSON string s (with its quotes).
+func unquote(s []byte) (string, bool) {
+	if bytes.IndexByte(s, '\\') < 0 {
+		return string(s[1 : len(s)-1]), true
+	}
+	var out string
+	if json.Unmarshal(s, &out) != nil {
+		return "", false
+	}
+	return out, true
+}
+
 // Span is a JSON value as a slice of the document being decoded (no copy):
 // valid while that document is.
 type Span []byte
@@ -109,15 +259,6 @@ type Span []byte
 func (s *Span) UnmarshalJSON(b []byte) error {
 	*s = b
 	return nil
-}
-
-func sortedKeys(m map[string]Span) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // JoinKey is the path of key below path: path.key, or path[key] for a key
