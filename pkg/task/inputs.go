@@ -35,33 +35,92 @@ func (t *Task) ReferencesInputs() bool {
 	return false
 }
 
-// InputValue is the text {{.Inputs.<name>}} renders to, as Flyte renders it:
+// MaxRenderedInputs bounds the text that all the {{.Inputs.<name>}} of one
+// pod render to, together (1 MiB; the API server refuses a pod much larger):
+// neither a large input nor many placeholders of it make the pod's text, or
+// the time to build it, unbounded.
+const MaxRenderedInputs = 1 << 20
+
+// InputRenderer renders the {{.Inputs.<name>}} placeholders of one pod from
+// its inputs, within MaxRenderedInputs for all of them.
+type InputRenderer struct {
+	inputs *core.LiteralMap
+	left   int
+}
+
+// NewInputRenderer renders from inputs; nil inputs give a nil renderer.
+func NewInputRenderer(inputs *core.LiteralMap) *InputRenderer {
+	if inputs == nil {
+		return nil
+	}
+	return &InputRenderer{inputs: inputs, left: MaxRenderedInputs}
+}
+
+// Value is the text {{.Inputs.<name>}} renders to, as Flyte renders it:
 // primitives as their value, blobs and schemas as their URI, collections as
-// "[a,b]". A missing input or an unsupported literal is an error.
-func InputValue(inputs *core.LiteralMap, name string) (string, error) {
-	l, ok := inputs.GetLiterals()[name]
+// "[a,b]". A missing input, an unsupported literal, or text beyond what is
+// left of MaxRenderedInputs is an error.
+func (r *InputRenderer) Value(name string) (string, error) {
+	l, ok := r.inputs.GetLiterals()[name]
 	if !ok {
 		return "", fmt.Errorf("requested input is not found [%s]", name)
 	}
-	return literalText(l)
+	b := &boundedText{left: r.left}
+	if err := writeLiteral(b, l); err != nil {
+		return "", err
+	}
+	r.left = b.left
+	return b.String(), nil
 }
 
-func literalText(l *core.Literal) (string, error) {
+// InputValue is the text {{.Inputs.<name>}} renders to (InputRenderer.Value
+// of a renderer of its own).
+func InputValue(inputs *core.LiteralMap, name string) (string, error) {
+	return (&InputRenderer{inputs: inputs, left: MaxRenderedInputs}).Value(name)
+}
+
+var errInputsTooLong = fmt.Errorf("the inputs rendered into the pod's commands and args exceed %d bytes", MaxRenderedInputs)
+
+// boundedText is a strings.Builder that refuses to grow beyond left bytes.
+type boundedText struct {
+	strings.Builder
+	left int
+}
+
+func (b *boundedText) write(s string) error {
+	if len(s) > b.left {
+		return errInputsTooLong
+	}
+	b.left -= len(s)
+	b.WriteString(s)
+	return nil
+}
+
+func writeLiteral(b *boundedText, l *core.Literal) error {
 	switch v := l.GetValue().(type) {
 	case *core.Literal_Collection:
-		parts := make([]string, 0, len(v.Collection.GetLiterals()))
-		for _, sub := range v.Collection.GetLiterals() {
-			s, err := literalText(sub)
-			if err != nil {
-				return "", err
-			}
-			parts = append(parts, s)
+		if err := b.write("["); err != nil {
+			return err
 		}
-		return "[" + strings.Join(parts, ",") + "]", nil
+		for i, sub := range v.Collection.GetLiterals() {
+			if i > 0 {
+				if err := b.write(","); err != nil {
+					return err
+				}
+			}
+			if err := writeLiteral(b, sub); err != nil {
+				return err
+			}
+		}
+		return b.write("]")
 	case *core.Literal_Scalar:
-		return scalarText(v.Scalar)
+		s, err := scalarText(v.Scalar)
+		if err != nil {
+			return err
+		}
+		return b.write(s)
 	}
-	return "", fmt.Errorf("an input of type %T cannot be rendered into a command", l.GetValue())
+	return fmt.Errorf("an input of type %T cannot be rendered into a command", l.GetValue())
 }
 
 func scalarText(s *core.Scalar) (string, error) {

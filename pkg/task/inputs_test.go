@@ -63,3 +63,37 @@ func TestReferencesInputs(t *testing.T) {
 		}
 	}
 }
+
+// All of a pod's {{.Inputs.x}} render within MaxRenderedInputs together:
+// neither a large input nor many placeholders of it (a 5,000-argument
+// command) make the pod's text unbounded.
+func TestInputRendererBoundsThePodsInputsTogether(t *testing.T) {
+	str := func(n int) *core.Literal {
+		return prim(&core.Primitive{Value: &core.Primitive_StringValue{StringValue: strings.Repeat("x", n)}})
+	}
+	many := make([]*core.Literal, task.MaxRenderedInputs)
+	for i := range many {
+		many[i] = str(0)
+	}
+	inputs := &core.LiteralMap{Literals: map[string]*core.Literal{
+		"half":  str(task.MaxRenderedInputs/2 + 1),
+		"small": str(10),
+		"many":  {Value: &core.Literal_Collection{Collection: &core.LiteralCollection{Literals: many}}},
+	}}
+	r := task.NewInputRenderer(inputs)
+	if _, err := r.Value("half"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Value("half"); err == nil || !strings.Contains(err.Error(), "exceed") {
+		t.Errorf("a second half: %v, want the bound exceeded", err)
+	}
+	if v, err := r.Value("small"); err != nil || v != strings.Repeat("x", 10) {
+		t.Errorf("what fits still renders: %q, %v", v, err)
+	}
+	if _, err := task.NewInputRenderer(inputs).Value("many"); err == nil {
+		t.Error("a collection of 1 Mi empty strings (2 MiB of text) rendered")
+	}
+	if task.NewInputRenderer(nil) != nil {
+		t.Error("a renderer without inputs")
+	}
+}

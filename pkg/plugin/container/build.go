@@ -148,7 +148,7 @@ func BuildPod(tc plugin.TaskContext) (*corev1.Pod, error) {
 	}
 
 	vars := varsFor(ta, attempt, podName)
-	vars.inputs = tc.Inputs
+	vars.inputs = task.NewInputRenderer(tc.Inputs)
 	env := taskEnv(ta, t, attempt, tc.Settings)
 	accel := acceleratorFor(t.Extended.GPU, tc.Settings)
 	if err := decorate(spec.InitContainers, "initContainers", vars, env, accel); err != nil {

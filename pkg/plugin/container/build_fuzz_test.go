@@ -2,6 +2,7 @@ package container_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -66,4 +67,55 @@ func FuzzBuildPod(f *testing.F) {
 			}
 		})
 	})
+}
+
+// A command of 5,000 {{.Inputs.x}} of a 1 KiB input would render 5 MB into
+// the pod: the build refuses it, naming the bound, instead of building it.
+func TestBuildPodBoundsRenderedInputs(t *testing.T) {
+	ta := &flytev1.TaskAction{}
+	doc := hostile.TaskAction("ns", "inputs")
+	args := make([]any, 5000)
+	for i := range args {
+		args[i] = "{{.Inputs.x}}"
+	}
+	hostile.Container(doc)["args"] = args
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, ta); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := task.FromTaskAction(ta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := &core.Literal{Value: &core.Literal_Scalar{Scalar: &core.Scalar{Value: &core.Scalar_Primitive{
+		Primitive: &core.Primitive{Value: &core.Primitive_StringValue{StringValue: strings.Repeat("v", 1024)}}}}}}
+	tc := plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1, Inputs: &core.LiteralMap{Literals: map[string]*core.Literal{"x": value}}}
+	pod, err := container.BuildPod(tc)
+	if err == nil {
+		size := 0
+		for _, c := range pod.Spec.Containers {
+			for _, a := range c.Args {
+				size += len(a)
+			}
+		}
+		t.Fatalf("built a pod whose args are %d bytes", size)
+	}
+	if !strings.Contains(err.Error(), "exceed") {
+		t.Errorf("error %v, want it to name the bound", err)
+	}
+	// Fewer, within the bound, render.
+	hostile.Container(doc)["args"] = args[:100]
+	raw, _ = json.Marshal(doc)
+	ta = &flytev1.TaskAction{}
+	_ = json.Unmarshal(raw, ta)
+	tc.TaskAction = ta
+	if tc.Task, err = task.FromTaskAction(ta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := container.BuildPod(tc); err != nil {
+		t.Errorf("100 of them: %v", err)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
-	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -32,9 +31,9 @@ const emptyPrevCheckpoint = `""`
 type templateVars struct {
 	values  map[string]string
 	missing map[string]string
-	// inputs render {{.Inputs.<name>}}; nil leaves them as they are (as Flyte
-	// does when it has no inputs).
-	inputs *core.LiteralMap
+	// inputs render {{.Inputs.<name>}}, all of a pod's within a bound; nil
+	// leaves them as they are (as Flyte does when it has no inputs).
+	inputs *task.InputRenderer
 }
 
 // varsFor computes the placeholder values of attempt (1-based) of ta, whose pod is podName.
@@ -87,7 +86,7 @@ func (v templateVars) render(field string, in []string) ([]string, error) {
 	for i, s := range in {
 		out[i] = placeholder.ReplaceAllStringFunc(s, func(m string) string {
 			if in := task.InputPlaceholder.FindStringSubmatch(m); in != nil && in[0] == m && v.inputs != nil {
-				val, err := task.InputValue(v.inputs, in[1])
+				val, err := v.inputs.Value(in[1])
 				if err != nil {
 					bad = append(bad, fmt.Sprintf("placeholder %q in %s[%d] cannot be rendered: %v", m, field, i, err))
 					return m
