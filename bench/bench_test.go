@@ -608,7 +608,13 @@ func TestReportExecutingRows(t *testing.T) {
 	if md := report(3, 3.2).Markdown("x.png"); !strings.Contains(md, "3.20 per succeeded TaskAction (seen on the watches), with the webhook, tasks of 2s (goal ≤ 3 per short successful TaskAction: **not met**)") {
 		t.Errorf("writes above the goal not flagged:\n%s", md)
 	}
-	r := report(3, 3)
+	r := report(2, 2)
+	r.Modes[1].Executing = &ExecutingStats{EndedWithoutExecuting: 10}
+	if md := r.Markdown("x.png"); !strings.Contains(md, "| pod running → TaskAction Executing p99 (ms) | — | — | – |") ||
+		!strings.Contains(md, "| TaskActions ended without showing Executing (straight from Queued) | — | 10 | – |") {
+		t.Errorf("none seen Executing: the latency is not 0 but none:\n%s", md)
+	}
+	r = report(3, 3)
 	r.Params.Webhook = false
 	if md := r.Markdown("x.png"); strings.Contains(md, "per short successful TaskAction") {
 		t.Errorf("without the webhook the writes goal does not apply:\n%s", md)

@@ -336,8 +336,10 @@ func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 func (m *ModeResult) Summary() string {
 	executing := ""
-	if e := m.Executing; e != nil {
+	if e := m.Executing; e != nil && e.PodRunningToExecutingMS.Count > 0 {
 		executing = fmt.Sprintf("; pod running→Executing p50/p99 %.0f/%.0f ms, %d ended without Executing", e.PodRunningToExecutingMS.P50, e.PodRunningToExecutingMS.P99, e.EndedWithoutExecuting)
+	} else if e != nil {
+		executing = fmt.Sprintf("; none seen Executing, %d ended without it", e.EndedWithoutExecuting)
 	}
 	return fmt.Sprintf("%d ok, %d failed, %d unfinished in %.1fs: %.1f TaskActions/s; create→pod p50/p99 %.0f/%.0f ms; pod end→TaskAction end p50/p99 %.0f/%.0f ms; %.2f requests/TaskAction (own), %.2f at the API server; RSS %.0f MiB, CPU %.1fs",
 		m.Succeeded, m.Failed, m.Unfinished, m.WallSeconds, m.TaskActionsPerSecond, m.CreateToPodMS.P50, m.CreateToPodMS.P99,
@@ -531,8 +533,17 @@ func (r *Report) Markdown(png string) string {
 	row("pod terminal → TaskAction terminal p99 (ms)", func(m *ModeResult) float64 { return m.PodTerminalToTerminalMS.P99 }, "%.0f")
 	row("create → TaskAction terminal p50 (ms)", func(m *ModeResult) float64 { return m.CreateToTerminalMS.P50 }, "%.0f")
 	row("create → TaskAction terminal p99 (ms)", func(m *ModeResult) float64 { return m.CreateToTerminalMS.P99 }, "%.0f")
-	opt("pod running → TaskAction Executing p50 (ms)", executing(func(e *ExecutingStats) float64 { return e.PodRunningToExecutingMS.P50 }), "%.0f")
-	opt("pod running → TaskAction Executing p99 (ms)", executing(func(e *ExecutingStats) float64 { return e.PodRunningToExecutingMS.P99 }), "%.0f")
+	// No TaskAction seen Executing: no latency either, rather than 0.
+	latency := func(f func(Percentiles) float64) func(*ModeResult) (float64, bool) {
+		return func(m *ModeResult) (float64, bool) {
+			if m.Executing == nil || m.Executing.PodRunningToExecutingMS.Count == 0 {
+				return 0, false
+			}
+			return f(m.Executing.PodRunningToExecutingMS), true
+		}
+	}
+	opt("pod running → TaskAction Executing p50 (ms)", latency(func(p Percentiles) float64 { return p.P50 }), "%.0f")
+	opt("pod running → TaskAction Executing p99 (ms)", latency(func(p Percentiles) float64 { return p.P99 }), "%.0f")
 	opt("TaskActions ended without showing Executing (straight from Queued)", executing(func(e *ExecutingStats) float64 { return float64(e.EndedWithoutExecuting) }), "%.0f")
 	row("controller's own API requests / TaskAction", func(m *ModeResult) float64 { return m.Controller.TotalPerTA }, "%.2f")
 	row("… of which non-2xx / TaskAction", func(m *ModeResult) float64 { return m.Controller.Non2xx / float64(m.N) }, "%.3f")
