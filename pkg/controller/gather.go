@@ -40,14 +40,10 @@ const (
 
 // controllerUID is the UID of obj's TaskAction controller, if any.
 func controllerUID(obj client.Object) []string {
-	if o := metav1.GetControllerOfNoCopy(obj); o != nil && isTaskActionRef(o) {
+	if o := metav1.GetControllerOfNoCopy(obj); o != nil && plugin.IsTaskActionRef(o) {
 		return []string{string(o.UID)}
 	}
 	return nil
-}
-
-func isTaskActionRef(o *metav1.OwnerReference) bool {
-	return o.Kind == "TaskAction" && o.APIVersion == flytev1.GroupVersion.String()
 }
 
 // actionIdentity is what the events service tells actions apart by.
@@ -77,17 +73,24 @@ func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now tim
 		t = nil
 	}
 	w.Task, w.SpecErr = t, specError(ta, t, err)
-	if w.SpecErr == nil {
-		w.SpecErr = r.storageAllowed(ta, t)
-	}
 	typ := ta.Spec.TaskType
 	if t != nil && t.Type != "" {
 		typ = t.Type
 	}
 	p, err := r.Registry.Resolve(typ)
-	if err != nil {
+	if err == nil {
+		err = r.watches.ensure(ctx, p)
+	}
+	var notServed *notInstalledError
+	if err != nil && (errors.As(err, &notServed) || p == nil) {
 		w.PluginErr = err
 		return w, nil, nil
+	}
+	if err != nil {
+		return w, p, err
+	}
+	if w.SpecErr == nil {
+		w.SpecErr = r.storageAllowed(ta, t, p)
 	}
 	attempt := max(ta.Status.Attempts, 1)
 	tc := r.taskContext(ta, t, attempt, now)
@@ -148,13 +151,13 @@ type locationChecker interface {
 }
 
 // storageAllowed refuses a task whose data the executor would read (a
-// Flyte-form task: its error.pb and its cache key's inputs; any task that
-// renders {{.Inputs.x}}) at a location its storage configuration does not
+// Flyte-form task: its error.pb and its cache key's inputs; the inputs a
+// launch reads, readsInputs) at a location its storage configuration does not
 // allow: whoever writes a TaskAction must not have the executor read, with
 // its own credentials, what they could not (and copy it into a pod spec).
-func (r *Reconciler) storageAllowed(ta *flytev1.TaskAction, t *task.Task) error {
+func (r *Reconciler) storageAllowed(ta *flytev1.TaskAction, t *task.Task, p plugin.Plugin) error {
 	c, ok := r.Storage.(locationChecker)
-	if !ok || t == nil || (t.Form != task.FormFlyte && !t.ReferencesInputs()) {
+	if !ok || t == nil || (t.Form != task.FormFlyte && !readsInputs(p, t)) {
 		return nil
 	}
 	for _, f := range []struct{ field, uri string }{
@@ -168,6 +171,17 @@ func (r *Reconciler) storageAllowed(ta *flytev1.TaskAction, t *task.Task) error 
 		}
 	}
 	return nil
+}
+
+// readsInputs says whether the launch of t reads its inputs: its command
+// renders one ({{.Inputs.x}}), or its plugin uses them (the sleep plugin's
+// duration).
+func readsInputs(p plugin.Plugin, t *task.Task) bool {
+	if t.ReferencesInputs() {
+		return true
+	}
+	u, ok := p.(plugin.InputsUser)
+	return ok && u.UsesInputs(t)
 }
 
 // needsKeyAfterLaunch says whether the cache key is used once the pod runs:
@@ -274,10 +288,7 @@ func (r *recordingReader) ReadInputs(ctx context.Context, uri string) (*core.Lit
 func conditionSpec(ta *flytev1.TaskAction) []byte { return ta.Spec.ConditionSpec }
 
 // newObject is an empty object of the plugin's primary type.
-func newObject(p plugin.Plugin) client.Object {
-	proto := p.WatchedTypes()[0]
-	return reflect.New(reflect.TypeOf(proto).Elem()).Interface().(client.Object)
-}
+func newObject(p plugin.Plugin) client.Object { return plugin.NewObject(p.WatchedTypes()[0]) }
 
 // readResource reads the object under the attempt's name and classifies who
 // controls it; the plugin reads its phase only from an object of ours.
@@ -300,9 +311,9 @@ func (r *Reconciler) describe(ctx context.Context, p plugin.Plugin, tc plugin.Ta
 	res := resource{Name: obj.GetName(), UID: obj.GetUID(), Created: obj.GetCreationTimestamp().Time, Deleting: obj.GetDeletionTimestamp() != nil}
 	o := metav1.GetControllerOfNoCopy(obj)
 	switch {
-	case o != nil && isTaskActionRef(o) && o.UID == tc.TaskAction.UID:
+	case o != nil && plugin.IsTaskActionRef(o) && o.UID == tc.TaskAction.UID:
 		res.Holder = holderUs
-	case o != nil && isTaskActionRef(o) && o.Name == tc.TaskAction.Name:
+	case o != nil && plugin.IsTaskActionRef(o) && o.Name == tc.TaskAction.Name:
 		res.Holder = holderEarlier
 	default:
 		res.Holder = holderForeign
@@ -314,7 +325,9 @@ func (r *Reconciler) describe(ctx context.Context, p plugin.Plugin, tc plugin.Ta
 			return res, fmt.Errorf("observe %s: %w", res.Name, err)
 		}
 		res.Obs = obs
-		if pod, ok := obj.(*corev1.Pod); ok {
+		if links := obs.Logs; len(links) > 0 {
+			res.Logs = func() attemptLogs { return attemptLogs{Links: links} }
+		} else if pod, ok := obj.(*corev1.Pod); ok {
 			// Rendered when an event needs them (most reconciles send none).
 			ta, t, attempt := tc.TaskAction, tc.Task, uint32(max(tc.Attempt, 1))
 			res.Logs = sync.OnceValue(func() attemptLogs {
@@ -339,12 +352,13 @@ func (r *Reconciler) describe(ctx context.Context, p plugin.Plugin, tc plugin.Ta
 // more with reread set (then the cache counts as synced past the create).
 func (r *Reconciler) podCacheBehind(ctx context.Context, p plugin.Plugin, key types.NamespacedName, reread bool) (behind, arrived bool, err error) {
 	rv, ok, arrived := r.podCreates.await(key)
+	synced := r.synced(p)
 	switch {
 	case !ok:
 		return false, false, nil
 	case arrived && !reread:
 		return false, true, nil
-	case !arrived && r.podSynced != nil && !syncedPast(r.podSynced(), rv):
+	case !arrived && synced != nil && !syncedPast(synced(), rv):
 		return true, false, nil
 	}
 	if r.APIReader == nil {

@@ -58,7 +58,7 @@ func TestPodCacheBehind(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			live := &liveReader{exists: tc.exists}
-			r := &Reconciler{APIReader: live, podCreates: newWriteOrder(), podSynced: func() string { return tc.synced }}
+			r := &Reconciler{APIReader: live, podCreates: newWriteOrder(), objectsSynced: func() string { return tc.synced }}
 			r.podCreates.wrote(key, "", "10")
 			got, _, err := r.podCacheBehind(context.Background(), p, key, false)
 			if err != nil || got != tc.want {
@@ -85,7 +85,7 @@ func TestPodCacheBehindAfterTheCreateEvent(t *testing.T) {
 	p := container.New()
 	for _, exists := range []bool{true, false} {
 		live := &liveReader{exists: exists}
-		r := &Reconciler{APIReader: live, podCreates: newWriteOrder(), podSynced: func() string { return "9" }}
+		r := &Reconciler{APIReader: live, podCreates: newWriteOrder(), objectsSynced: func() string { return "9" }}
 		r.podCreates.wrote(key, "", "10")
 		if !r.podCreates.echo(key, "", "10") {
 			t.Fatal("the event of our create, awaited by none, woke a reconcile")
@@ -100,7 +100,7 @@ func TestPodCacheBehindAfterTheCreateEvent(t *testing.T) {
 		}
 	}
 	// A reconcile that waits: the event wakes it.
-	r := &Reconciler{podCreates: newWriteOrder(), podSynced: func() string { return "9" }}
+	r := &Reconciler{podCreates: newWriteOrder(), objectsSynced: func() string { return "9" }}
 	r.podCreates.wrote(key, "", "10")
 	if behind, _, _ := r.podCacheBehind(context.Background(), p, key, false); !behind {
 		t.Fatal("informer not past the create: not behind")
@@ -192,7 +192,7 @@ func TestStorageOutsideTheConfiguredBucketsIsInvalid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = r.storageAllowed(tc.ta, tk)
+			err = r.storageAllowed(tc.ta, tk, container.New())
 			var fe *task.FieldError
 			switch {
 			case tc.field == "" && err != nil:

@@ -9,14 +9,6 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/plugin/container"
-)
-
-// Launch refusal codes of the container plugin this policy tells apart.
-const (
-	codeQuotaExceeded = container.CodeQuotaExceeded
-	codeForbidden     = container.CodeForbidden
-	codeAlreadyExists = container.CodeAlreadyExists
 )
 
 // launchFailed decides what a failed pod create means:
@@ -32,7 +24,7 @@ const (
 func (d decider) launchFailed(p *Plan, w World, now time.Time, s attemptState, err error) {
 	st := &p.Status
 	attempt := max(st.Attempts, 1)
-	if errors.Is(err, container.ErrPodTerminating) {
+	if errors.Is(err, plugin.ErrResourceTerminating) {
 		d.progress(p, w, now, s, transition{attempt: attempt, phase: plugin.PhaseQueued, at: now,
 			message: "waiting for an earlier pod of this name to be deleted"})
 		p.wake(d.Backoff)
@@ -45,7 +37,7 @@ func (d decider) launchFailed(p *Plan, w World, now time.Time, s attemptState, e
 	}
 	e := le.Err
 	switch {
-	case e.Code == codeQuotaExceeded:
+	case e.Code == plugin.CodeQuotaExceeded:
 		s.QuotaWaits++
 		if s.WaitingSince == nil {
 			since := metav1.NewTime(now)
@@ -59,11 +51,11 @@ func (d decider) launchFailed(p *Plan, w World, now time.Time, s attemptState, e
 			message: "waiting for resource quota: " + e.Message})
 		p.WakeAfter = 0
 		p.wake(wait)
-	case e.Code == codeForbidden:
+	case e.Code == plugin.CodeForbidden:
 		d.final(p, w, now, transition{attempt: attempt, phase: plugin.PhasePermanentFailure, at: now,
 			err: &plugin.ExecError{Code: CodeLaunchRefused, Kind: flytev1.ErrorKindUser,
 				Message: fmt.Sprintf("the pod was refused at admission and would be again: %s", e.Message)}})
-	case e.Code == codeAlreadyExists:
+	case e.Code == plugin.CodeAlreadyExists:
 		d.final(p, w, now, transition{attempt: attempt, phase: plugin.PhasePermanentFailure, at: now,
 			err: &plugin.ExecError{Code: CodeForeignResource, Kind: flytev1.ErrorKindUser, Message: e.Message +
 				": the executor will not delete or adopt it; rename the TaskAction or remove that pod"}})

@@ -8,7 +8,6 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/plugin/container"
 )
 
 // TestTimeoutJudgesByWhenThePodEnded is issue 10, item 2: a pod that ended by
@@ -81,7 +80,7 @@ func findReason(cs []metav1.Condition, typ string) string {
 // first refusal (it used to count only once a pod existed, so the wait never
 // ended); retried while attempts remain, else TimedOut.
 func TestQuotaWaitTimesOut(t *testing.T) {
-	quota := &launchOutcome{Err: &plugin.LaunchError{Retryable: true, Err: plugin.ExecError{Code: container.CodeQuotaExceeded, Message: "exceeded quota: q"}}}
+	quota := &launchOutcome{Err: &plugin.LaunchError{Retryable: true, Err: plugin.ExecError{Code: plugin.CodeQuotaExceeded, Message: "exceeded quota: q"}}}
 	for _, retries := range []int32{0, 1} {
 		ta := newTA(retries)
 		ta.Spec.Template.Timeout = ptrTo("1m")

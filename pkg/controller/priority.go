@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/taskaction/executor/pkg/plugin"
 )
 
 // CompletionPriority is the queue priority of a TaskAction whose pod has just
@@ -83,7 +85,7 @@ func (q prioritized) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Req
 // which a profile at N=10,000 showed among the executor's largest allocators).
 func controllingTaskAction(_ context.Context, obj client.Object) []reconcile.Request {
 	o := metav1.GetControllerOfNoCopy(obj)
-	if o == nil || !isTaskActionRef(o) {
+	if o == nil || !plugin.IsTaskActionRef(o) {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: o.Name}}}

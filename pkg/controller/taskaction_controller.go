@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kevents "k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -110,14 +111,18 @@ type Reconciler struct {
 	// queued is how many TaskActions wait in the work queue for a worker
 	// (nil: unknown).
 	queued atomic.Pointer[func() int]
-	// podSynced is the pod informer's last synced resourceVersion (nil: unknown).
-	podSynced func() string
+	// watches starts the watches of the plugins' kinds (SetupWithManager).
+	watches *watches
+	// objectsSynced, when set, replaces the newest resourceVersion the
+	// informers handed out (watches.synced) for every kind (unit tests).
+	objectsSynced func() string
 }
 
 // +kubebuilder:rbac:groups=flyte.org,resources=taskactions,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=flyte.org,resources=taskactions/status,verbs=patch
 // +kubebuilder:rbac:groups=flyte.org,resources=taskactions/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
@@ -238,12 +243,13 @@ func UnderPressure() bool { return metrics.APIPressureWithin(pressureMemory) }
 func (r *Reconciler) launch(ctx context.Context, w *World, p plugin.Plugin, now time.Time) error {
 	attempt := max(w.TA.Status.Attempts, 1)
 	tc := r.taskContext(w.TA, w.Task, attempt, now)
-	if k := w.InputsKey; k != nil && k.Inputs != nil && w.Task.ReferencesInputs() {
+	if k := w.InputsKey; k != nil && k.Inputs != nil && readsInputs(p, w.Task) {
 		tc.Inputs = k.Inputs // already read for the cache key
-	} else if w.Task.ReferencesInputs() && r.Storage != nil {
-		// The command renders an input's value ({{.Inputs.x}}): read them now,
-		// at the edge. A storage failure is a transient launch error, which the
-		// decision turns into a system failure with backoff.
+	} else if readsInputs(p, w.Task) && r.Storage != nil {
+		// The launch uses the inputs (the command renders one, {{.Inputs.x}},
+		// or the plugin reads one): read them now, at the edge. A storage
+		// failure is a transient launch error, which the decision turns into a
+		// system failure with backoff.
 		rctx, cancel := context.WithTimeout(ctx, storageTimeout)
 		in, err := r.Storage.ReadInputs(rctx, w.TA.Spec.InputURI)
 		cancel()
@@ -283,12 +289,13 @@ func (r *Reconciler) taskContext(ta *flytev1.TaskAction, t *task.Task, attempt u
 	return plugin.TaskContext{TaskAction: ta, Task: t, Attempt: int32(attempt), Settings: r.Options.Settings, Now: now}
 }
 
-// podChanges passes pod events that can change an attempt's phase: status,
-// deletion; and creations, except the event of a create of ours that no
-// reconcile waits for (the launching reconcile had the pod from its create's
-// answer; a reconcile that found the pod cache behind the launch waits for
-// it, and wakeCacheLag is only the safety net).
-func podChanges(created *writeOrder) predicate.Funcs {
+// objectChanges passes the events of an attempt's object that can change its
+// phase: a pod's status or deletion (any change of another kind: they are few
+// and change seldom); and creations, except the event of a create of ours
+// that no reconcile waits for (the launching reconcile had the object from
+// its create's answer; a reconcile that found the cache behind the launch
+// waits for it, and wakeCacheLag is only the safety net).
+func objectChanges(created *writeOrder) predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool {
 			return !created.echo(client.ObjectKeyFromObject(e.Object), "", e.Object.GetResourceVersion())
@@ -297,12 +304,21 @@ func podChanges(created *writeOrder) predicate.Funcs {
 			o, ok1 := e.ObjectOld.(*corev1.Pod)
 			n, ok2 := e.ObjectNew.(*corev1.Pod)
 			if !ok1 || !ok2 {
-				return true
+				return e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
 			}
 			return !equalPodStatus(o, n) || !o.DeletionTimestamp.Equal(n.DeletionTimestamp)
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
+}
+
+// synced is the newest resourceVersion the informer of p's object kind has
+// handed out: its store holds everything up to it (nil: unknown).
+func (r *Reconciler) synced(p plugin.Plugin) func() string {
+	if r.objectsSynced != nil {
+		return r.objectsSynced
+	}
+	return r.watches.synced(p)
 }
 
 // SetupWithManager registers the reconciler: it watches TaskActions (every
@@ -357,31 +373,26 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 			// queueing behind a cluster-wide 10/s bucket and a 16-minute ceiling.
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](50*time.Millisecond, 30*time.Second),
 		})
-	seen := map[string]bool{}
-	for _, p := range r.Registry.Plugins() {
-		for _, obj := range p.WatchedTypes() {
-			t := fmt.Sprintf("%T", obj)
-			if seen[t] {
-				continue
-			}
-			seen[t] = true
-			if err := mgr.GetFieldIndexer().IndexField(ctx, obj, ownerIndex, controllerUID); err != nil {
-				return fmt.Errorf("index %s by controller: %w", t, err)
-			}
-			owner := handler.EnqueueRequestsFromMapFunc(controllingTaskAction)
-			b = b.Watches(obj, completionsFirst(owner), builder.WithPredicates(podChanges(r.podCreates)))
+	c, err := b.Build(r)
+	if err != nil {
+		return err
+	}
+	r.watches = &watches{started: map[schema.GroupVersionKind]*handledVersion{}, ctrl: c, cache: mgr.GetCache(),
+		indexer: mgr.GetFieldIndexer(), mapper: mgr.GetRESTMapper(), scheme: mgr.GetScheme(),
+		// Completions first (priority.go).
+		handler: completionsFirst(handler.EnqueueRequestsFromMapFunc(controllingTaskAction)),
+		preds: func(client.Object) []predicate.Predicate {
+			return []predicate.Predicate{objectChanges(r.podCreates)}
+		},
+	}
+	// The default plugin's kinds (pods) are watched from the start; the
+	// others once a task needs them (watches).
+	if def, err := r.Registry.Resolve(""); err == nil {
+		if err := r.watches.ensure(ctx, def); err != nil {
+			return fmt.Errorf("watch the default plugin's objects: %w", err)
 		}
 	}
-	if inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{}); err == nil {
-		// The newest pod event the informer has handed out: its store holds
-		// everything up to it (the reflector's own sync point runs ahead of
-		// the store, which made a pod just created look deleted).
-		seen := &handledVersion{}
-		if _, err := inf.AddEventHandler(seen.handler()); err == nil {
-			r.podSynced = seen.get
-		}
-	}
-	return b.Complete(r)
+	return nil
 }
 
 // sameIdentity lists the other TaskActions with obj's event identity.

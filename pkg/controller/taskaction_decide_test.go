@@ -15,7 +15,6 @@ import (
 	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/storage"
 	"github.com/taskaction/executor/pkg/task"
 )
@@ -107,12 +106,12 @@ func TestDecide(t *testing.T) {
 			want: want{events: "1:QUEUED:v1", history: "Queued", reason: "Queued", attempts: 1, wake: 10 * time.Second}},
 		{name: "quota refusal: waits with backoff, no attempt consumed", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
 			mod: func(w *World) {
-				w.Launch = &launchOutcome{Err: &plugin.LaunchError{Retryable: true, Err: plugin.ExecError{Code: container.CodeQuotaExceeded, Message: "exceeded quota: q"}}}
+				w.Launch = &launchOutcome{Err: &plugin.LaunchError{Retryable: true, Err: plugin.ExecError{Code: plugin.CodeQuotaExceeded, Message: "exceeded quota: q"}}}
 			},
 			want: want{events: "1:WAITING_FOR_RESOURCES:v2", history: "Queued", reason: "Queued", attempts: 1, wake: 10 * time.Second}},
 		{name: "PodSecurity refusal: ends with a clear error", ta: func(testing.TB) *flytev1.TaskAction { return newTA(2) },
 			mod: func(w *World) {
-				w.Launch = &launchOutcome{Err: &plugin.LaunchError{Retryable: true, Err: plugin.ExecError{Code: container.CodeForbidden,
+				w.Launch = &launchOutcome{Err: &plugin.LaunchError{Retryable: true, Err: plugin.ExecError{Code: plugin.CodeForbidden,
 					Message: `pods "hello-0" is forbidden: violates PodSecurity "restricted:latest"`}}}
 			},
 			want: want{events: "1:FAILED:v6", history: "PermanentFailure", reason: "PermanentFailure", code: CodeLaunchRefused, attempts: 1, finish: true}},
@@ -120,7 +119,7 @@ func TestDecide(t *testing.T) {
 			mod:  func(w *World) { w.Launch = &launchOutcome{Err: errors.New("connection refused")} },
 			want: want{code: CodeSystemError, sysFailures: 1, wake: 10 * time.Second}},
 		{name: "name still held by a terminating pod: wait", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
-			mod:  func(w *World) { w.Launch = &launchOutcome{Err: container.ErrPodTerminating} },
+			mod:  func(w *World) { w.Launch = &launchOutcome{Err: plugin.ErrResourceTerminating} },
 			want: want{events: "1:QUEUED:v1", history: "Queued", reason: "Queued", attempts: 1, wake: 10 * time.Second}},
 		{name: "backoff not over: no launch", ta: func(t testing.TB) *flytev1.TaskAction {
 			ta := newTA(0)

@@ -94,13 +94,7 @@ type Observation struct {
 	// Logs are where the attempt's logs are, for a plugin whose object is not
 	// a pod (an engine's dashboard, its replicas' pods); a pod's links are
 	// rendered by the reconciler from the plugins.logs configuration.
-	Logs []LogLink
-}
-
-// LogLink is one link to an attempt's logs, as events report them.
-type LogLink struct {
-	Name string
-	URI  string
+	Logs []*core.TaskLog
 }
 
 // Settings are the executor-wide values plugins need.

@@ -37,6 +37,7 @@ import (
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
+	"github.com/taskaction/executor/pkg/plugin/sleep"
 	"github.com/taskaction/executor/pkg/storage"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
@@ -57,7 +58,18 @@ func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flytev1.AddToScheme(s))
+	for _, p := range builtinPlugins() {
+		if b, ok := p.(plugin.SchemeBuilder); ok {
+			utilruntime.Must(b.AddToScheme(s))
+		}
+	}
 	return s
+}
+
+// builtinPlugins are the executor's plugins: the container plugin (the
+// default, for every task type no other claims) first.
+func builtinPlugins() []plugin.Plugin {
+	return []plugin.Plugin{container.New(), sleep.New()}
 }
 
 // Options are the parts of the wiring that are not configuration.
@@ -84,11 +96,13 @@ type Options struct {
 // serves every task type no other plugin claims.
 func Registry() (*plugin.Registry, error) {
 	reg := plugin.NewRegistry()
-	c := container.New()
-	if err := reg.Register(c); err != nil {
-		return nil, err
+	plugins := builtinPlugins()
+	for _, p := range plugins {
+		if err := reg.Register(p); err != nil {
+			return nil, err
+		}
 	}
-	reg.SetDefault(c)
+	reg.SetDefault(plugins[0])
 	return reg, nil
 }
 
@@ -310,10 +324,19 @@ func CacheOptions(namespaces ...string) crcache.Options {
 	o := crcache.Options{
 		// managedFields are a third of a typical object and nothing here reads them.
 		DefaultTransform: crcache.TransformStripManagedFields(),
-		ByObject: map[client.Object]crcache.ByObject{
-			// Pods keep only what the executor reads of their spec.
-			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{ManagedLabel: "true"}), Transform: container.TrimPod},
-		},
+		ByObject:         map[client.Object]crcache.ByObject{},
+	}
+	// Every plugin's objects carry the managed label: the cache holds only
+	// those. Pods keep only what the executor reads of their spec.
+	managed := labels.SelectorFromSet(labels.Set{ManagedLabel: "true"})
+	for _, p := range builtinPlugins() {
+		for _, obj := range p.WatchedTypes() {
+			bo := crcache.ByObject{Label: managed}
+			if _, ok := obj.(*corev1.Pod); ok {
+				bo.Transform = container.TrimPod
+			}
+			o.ByObject[obj] = bo
+		}
 	}
 	if len(namespaces) > 0 {
 		o.DefaultNamespaces = map[string]crcache.Config{}

@@ -22,7 +22,7 @@ import (
 // Labels the plugin puts on every pod, Flyte's keys. Nothing from the
 // TaskAction or the template can override them.
 const (
-	LabelManaged       = "flyte.org/managed"
+	LabelManaged       = plugin.LabelManaged
 	LabelOrganization  = "organization"
 	LabelProject       = "project"
 	LabelDomain        = "domain"
@@ -195,22 +195,14 @@ func BuildPod(tc plugin.TaskContext) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	t2 := true
 	pod := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        podName,
-			Namespace:   ta.Namespace,
-			Labels:      labelsFor(ta, t, attempt, tc.Settings, podLabels),
-			Annotations: annotations,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion:         flytev1.GroupVersion.String(),
-				Kind:               "TaskAction",
-				Name:               ta.Name,
-				UID:                ta.UID,
-				Controller:         &t2,
-				BlockOwnerDeletion: &t2,
-			}},
+			Name:            podName,
+			Namespace:       ta.Namespace,
+			Labels:          labelsFor(ta, t, attempt, tc.Settings, podLabels),
+			Annotations:     annotations,
+			OwnerReferences: []metav1.OwnerReference{plugin.ControllerRef(ta)},
 		},
 		Spec: spec,
 	}

@@ -6,18 +6,14 @@ package container
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
 )
 
@@ -26,21 +22,6 @@ const ID = "container"
 
 // TaskTypes are the task types the plugin serves.
 var TaskTypes = []string{"container", "python", "python-task", "raw-container", "sidecar"}
-
-// Error codes of launch failures.
-const (
-	CodeBadRequest      = "BadRequest"
-	CodeInvalidResource = "InvalidResource"
-	CodeEntityTooLarge  = "EntityTooLarge"
-	CodeForbidden       = "Forbidden"
-	CodeQuotaExceeded   = "QuotaExceeded"
-	CodeAlreadyExists   = "AlreadyExists"
-)
-
-// ErrPodTerminating is wrapped by Launch when the attempt's pod name is still
-// held by a pod that is being deleted (an earlier try of the attempt, or a
-// stale pod of a TaskAction of the same name): try again once it is gone.
-var ErrPodTerminating = errors.New("a pod with this name is still being deleted")
 
 // Plugin runs container tasks as pods.
 type Plugin struct {
@@ -77,76 +58,7 @@ func (p *Plugin) Launch(ctx context.Context, c client.Client, tc plugin.TaskCont
 	if err != nil {
 		return err
 	}
-	err = c.Create(ctx, pod)
-	if err == nil {
-		return nil
-	}
-	if !apierrors.IsAlreadyExists(err) {
-		return CreateError(pod.Namespace+"/"+pod.Name, err)
-	}
-	existing := &corev1.Pod{}
-	if gerr := c.Get(ctx, client.ObjectKeyFromObject(pod), existing); gerr != nil {
-		// Gone again, or not in the cache yet: the next try will tell.
-		return fmt.Errorf("pod %s/%s exists but cannot be read: %w", pod.Namespace, pod.Name, gerr)
-	}
-	return ExistingPod(existing, tc.TaskAction)
-}
-
-// ExistingPod decides what a pod found under the attempt's name means for a
-// launch: nil if it is ours and alive; ErrPodTerminating (wrapped, transient)
-// if it is going away or belongs to an earlier TaskAction of the same name
-// (the garbage collector removes it); a permanent *plugin.LaunchError if
-// something else holds the name.
-func ExistingPod(pod *corev1.Pod, ta *flytev1.TaskAction) error {
-	owner := metav1.GetControllerOf(pod)
-	switch {
-	case pod.DeletionTimestamp != nil:
-		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, ErrPodTerminating)
-	case ownedBy(pod, ta):
-		return nil
-	case owner != nil && isTaskAction(owner) && owner.Name == ta.Name:
-		return fmt.Errorf("pod %s/%s belongs to an earlier TaskAction named %s (uid %s): %w", pod.Namespace, pod.Name, ta.Name, owner.UID, ErrPodTerminating)
-	}
-	return &plugin.LaunchError{
-		Err: plugin.ExecError{
-			Code:    CodeAlreadyExists,
-			Kind:    flytev1.ErrorKindSystem,
-			Message: fmt.Sprintf("pod %s/%s already exists and is not owned by this TaskAction", pod.Namespace, pod.Name),
-		},
-		Retryable: false,
-	}
-}
-
-func isTaskAction(o *metav1.OwnerReference) bool {
-	return o.Kind == "TaskAction" && o.APIVersion == flytev1.GroupVersion.String()
-}
-
-// CreateError maps an error creating pod (namespace/name) to a launch
-// outcome: the API server refusing the pod itself is a permanent failure
-// (retrying sends the same pod), a refusal by policy (quota, admission) ends
-// the attempt but another may pass, and anything else is returned wrapped
-// for the caller to retry as a system failure.
-func CreateError(pod string, err error) error {
-	perm := func(code string) error {
-		return &plugin.LaunchError{Err: plugin.ExecError{Code: code, Kind: flytev1.ErrorKindUser,
-			Message: truncate(fmt.Sprintf("pod %s was rejected: %v", pod, err), maxMessage)}}
-	}
-	switch {
-	case apierrors.IsInvalid(err):
-		return perm(CodeInvalidResource)
-	case apierrors.IsRequestEntityTooLargeError(err):
-		return perm(CodeEntityTooLarge)
-	case apierrors.IsBadRequest(err):
-		return perm(CodeBadRequest)
-	case apierrors.IsForbidden(err):
-		code := CodeForbidden
-		if strings.Contains(err.Error(), "exceeded quota") {
-			code = CodeQuotaExceeded
-		}
-		return &plugin.LaunchError{Retryable: true, Err: plugin.ExecError{Code: code, Kind: flytev1.ErrorKindUser,
-			Message: truncate(fmt.Sprintf("pod %s was refused: %v", pod, err), maxMessage)}}
-	}
-	return fmt.Errorf("create pod %s: %w", pod, err)
+	return plugin.Create(ctx, c, pod, tc.TaskAction)
 }
 
 // Observe reads the attempt's pod from r. A missing pod, or one that is not
@@ -160,7 +72,7 @@ func (p *Plugin) Observe(ctx context.Context, r client.Reader, tc plugin.TaskCon
 		}
 		return plugin.Observation{}, fmt.Errorf("get pod %s: %w", key, err)
 	}
-	if !ownedBy(pod, tc.TaskAction) {
+	if !plugin.OwnedBy(pod, tc.TaskAction) {
 		// Not this attempt's pod; Launch reports the name conflict.
 		return plugin.Observation{Phase: plugin.PhaseNotStarted, Message: fmt.Sprintf("pod %s is not owned by this TaskAction", key)}, nil
 	}
@@ -179,18 +91,4 @@ func (p *Plugin) now() time.Time {
 		return p.Now()
 	}
 	return time.Now()
-}
-
-// ownedBy says whether ta is pod's controller. Without a UID to compare (a
-// TaskAction not read from the API server) any TaskAction controller of
-// that name counts.
-func ownedBy(pod *corev1.Pod, ta *flytev1.TaskAction) bool {
-	o := metav1.GetControllerOf(pod)
-	if o == nil || !isTaskAction(o) {
-		return false
-	}
-	if ta.UID == "" {
-		return o.Name == ta.Name
-	}
-	return o.UID == ta.UID
 }

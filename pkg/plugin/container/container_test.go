@@ -79,13 +79,13 @@ func TestCreateError(t *testing.T) {
 		code      string // "" : a plain error
 		retryable bool
 	}{
-		{"invalid (422)", apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", field.ErrorList{field.Invalid(field.NewPath("spec", "restartPolicy"), "Sometimes", "bad")}), CodeInvalidResource, false},
-		{"bad request", apierrors.NewBadRequest("nope"), CodeBadRequest, false},
-		{"bare 400", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 400}}, CodeBadRequest, false},
-		{"entity too large (413)", apierrors.NewRequestEntityTooLargeError("limit is 3MB"), CodeEntityTooLarge, false},
-		{"bare 422", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 422}}, CodeInvalidResource, false},
-		{"quota (403)", apierrors.NewForbidden(podGR, "p", errors.New(`exceeded quota: compute, requested: cpu=2, used: cpu=9, limited: cpu=10`)), CodeQuotaExceeded, true},
-		{"forbidden (403)", apierrors.NewForbidden(podGR, "p", errors.New("violates PodSecurity")), CodeForbidden, true},
+		{"invalid (422)", apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "p", field.ErrorList{field.Invalid(field.NewPath("spec", "restartPolicy"), "Sometimes", "bad")}), plugin.CodeInvalidResource, false},
+		{"bad request", apierrors.NewBadRequest("nope"), plugin.CodeBadRequest, false},
+		{"bare 400", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 400}}, plugin.CodeBadRequest, false},
+		{"entity too large (413)", apierrors.NewRequestEntityTooLargeError("limit is 3MB"), plugin.CodeEntityTooLarge, false},
+		{"bare 422", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 422}}, plugin.CodeInvalidResource, false},
+		{"quota (403)", apierrors.NewForbidden(podGR, "p", errors.New(`exceeded quota: compute, requested: cpu=2, used: cpu=9, limited: cpu=10`)), plugin.CodeQuotaExceeded, true},
+		{"forbidden (403)", apierrors.NewForbidden(podGR, "p", errors.New("violates PodSecurity")), plugin.CodeForbidden, true},
 		{"internal", apierrors.NewInternalError(errors.New("etcd")), "", false},
 		{"server timeout", apierrors.NewServerTimeout(podGR, "create", 1), "", false},
 		{"too many requests", apierrors.NewTooManyRequests("slow down", 1), "", false},
@@ -93,7 +93,7 @@ func TestCreateError(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := CreateError("ns/p", tc.err)
+			got := plugin.CreateError("pod ns/p", tc.err)
 			var le *plugin.LaunchError
 			if tc.code == "" {
 				if errors.As(got, &le) {
@@ -125,11 +125,11 @@ func TestLaunch(t *testing.T) {
 	}{
 		{name: "created", c: &stubClient{}, wantNil: true},
 		{name: "exists and ours", c: &stubClient{createErr: exists, pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1")}}, wantNil: true},
-		{name: "exists, ours, terminating", c: &stubClient{createErr: exists, pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1", beingDeleted)}}, wantIs: ErrPodTerminating},
-		{name: "exists, earlier TaskAction of that name", c: &stubClient{createErr: exists, pods: map[string]*corev1.Pod{"act-0": ownedPod("old-uid")}}, wantIs: ErrPodTerminating},
-		{name: "exists, someone else's", c: &stubClient{createErr: exists, pods: map[string]*corev1.Pod{"act-0": {ObjectMeta: metav1.ObjectMeta{Name: "act-0", Namespace: "ns"}}}}, wantCode: CodeAlreadyExists},
+		{name: "exists, ours, terminating", c: &stubClient{createErr: exists, pods: map[string]*corev1.Pod{"act-0": ownedPod("uid-1", beingDeleted)}}, wantIs: plugin.ErrResourceTerminating},
+		{name: "exists, earlier TaskAction of that name", c: &stubClient{createErr: exists, pods: map[string]*corev1.Pod{"act-0": ownedPod("old-uid")}}, wantIs: plugin.ErrResourceTerminating},
+		{name: "exists, someone else's", c: &stubClient{createErr: exists, pods: map[string]*corev1.Pod{"act-0": {ObjectMeta: metav1.ObjectMeta{Name: "act-0", Namespace: "ns"}}}}, wantCode: plugin.CodeAlreadyExists},
 		{name: "exists, not readable yet", c: &stubClient{createErr: exists}, wantIs: nil},
-		{name: "quota", c: &stubClient{createErr: apierrors.NewForbidden(podGR, "act-0", errors.New("exceeded quota: q"))}, wantCode: CodeQuotaExceeded},
+		{name: "quota", c: &stubClient{createErr: apierrors.NewForbidden(podGR, "act-0", errors.New("exceeded quota: q"))}, wantCode: plugin.CodeQuotaExceeded},
 		{name: "transient", c: &stubClient{createErr: apierrors.NewServiceUnavailable("later")}, wantIs: nil},
 	}
 	p := New()
