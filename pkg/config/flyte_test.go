@@ -123,7 +123,7 @@ func eq(t *testing.T, what string, got, want any) {
 }
 
 func withoutFlyteSections(c config.Config) config.Config {
-	c.Storage, c.TaskLogs, c.K8sPlugin, c.TaskPlugins = config.StorageConfig{}, config.TaskLogConfig{}, config.K8sPluginConfig{}, nil
+	c.Storage, c.TaskLogs, c.K8sPlugin, c.TaskPlugins, c.PluginSections = config.StorageConfig{}, config.TaskLogConfig{}, config.K8sPluginConfig{}, nil, nil
 	return c
 }
 

@@ -189,14 +189,17 @@ var fileSectionsType = reflect.TypeOf(fileSections{})
 func loadFiles(files []string, c *Config) error {
 	merged := map[string]any{}
 	origin := map[string]string{} // where each merged value came from, for errors
+	engines := map[string]any{}   // the other plugins' sections, merged the same way
 	for _, f := range files {
-		tree, err := readFile(f)
+		tree, other, err := readFile(f)
 		if err != nil {
 			return err
 		}
 		merge(merged, tree, nil, f, origin)
+		merge(engines, other, nil, f, map[string]string{})
 	}
 	prune(merged)
+	prune(engines)
 
 	fs := fileSections{Executor: *c, Storage: c.Storage}
 	fs.Plugins.Logs, fs.Plugins.K8s = c.TaskLogs, c.K8sPlugin
@@ -212,41 +215,83 @@ func loadFiles(files []string, c *Config) error {
 	c.Storage = fs.Storage
 	c.TaskLogs, c.K8sPlugin = fs.Plugins.Logs, fs.Plugins.K8s
 	c.TaskPlugins = fs.Tasks.TaskPlugins.DefaultForTaskTypes
+	c.PluginSections = nil
+	if len(engines) > 0 {
+		c.PluginSections = engines
+	}
+	return nil
+}
+
+// otherPluginSections are the sections under `plugins:` other than those the
+// loader reads itself (logs, k8s), keyed by their lower-case names and left
+// as the file holds them, for the engine plugins to decode (PluginSection).
+func otherPluginSections(top map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range top {
+		if !strings.EqualFold(k, "plugins") {
+			continue
+		}
+		plugins, _ := v.(map[string]any)
+		for name, sec := range plugins {
+			if l := strings.ToLower(name); l != "logs" && l != "k8s" {
+				out[l] = sec
+			}
+		}
+	}
+	return out
+}
+
+// PluginSection decodes `plugins: <name>:` over out (which holds the
+// plugin's defaults) as Flyte's loader would: case-insensitive keys, weak
+// values, the list form of maps, a mapping or list replacing the default.
+// A section the files do not hold leaves out as it is. Errors name the key.
+func (c Config) PluginSection(name string, out any) error {
+	v, ok := c.PluginSections[strings.ToLower(name)]
+	if !ok {
+		return nil
+	}
+	rv := reflect.ValueOf(out)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("plugins.%s: decode into a non-pointer %T", name, out)
+	}
+	if err := decodeValue(keyPath{{"plugins", '.'}, {name, '.'}}, v, rv.Elem()); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	return nil
 }
 
 // readFile parses one file and keeps of it the sections the executor reads,
 // with their keys spelt as the executor's fields are. Every error names the file.
-func readFile(path string) (map[string]any, error) {
+func readFile(path string) (sections, engines map[string]any, err error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config file: %w", err)
+		return nil, nil, fmt.Errorf("config file: %w", err)
 	}
 	var doc any
 	if err := yamlv3.Unmarshal(raw, &doc); err != nil {
-		return nil, fmt.Errorf("config file %s: not valid YAML: %w", path, err)
+		return nil, nil, fmt.Errorf("config file %s: not valid YAML: %w", path, err)
 	}
 	doc = stringKeys(doc)
 	if doc == nil {
-		return map[string]any{}, nil
+		return map[string]any{}, nil, nil
 	}
 	top, ok := doc.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("config file %s: the top level must be a mapping with a section %q", path, Section)
+		return nil, nil, fmt.Errorf("config file %s: the top level must be a mapping with a section %q", path, Section)
 	}
 	// Other components' sections are not ours to judge, but a near miss of
 	// ours is a typo: no Flyte component has a section within two edits of it.
 	for _, k := range sortedKeys(top) {
 		if l := strings.ToLower(k); l != Section && editDistance(l, Section) <= 2 {
-			return nil, fmt.Errorf("config file %s: unknown section %q (did you mean %q?)", path, k, Section)
+			return nil, nil, fmt.Errorf("config file %s: unknown section %q (did you mean %q?)", path, k, Section)
 		}
 	}
 	n := normalizer{file: path}
 	out, err := n.normalize(nil, top, fileSectionsType, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out.(map[string]any), nil
+	return out.(map[string]any), otherPluginSections(top), nil
 }
 
 // stringKeys turns mappings with keys that are not strings (`1: x`) into

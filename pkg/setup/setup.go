@@ -58,7 +58,9 @@ func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flytev1.AddToScheme(s))
-	for _, p := range builtinPlugins() {
+	plugins, err := builtinPlugins(config.Default())
+	utilruntime.Must(err)
+	for _, p := range plugins {
 		if b, ok := p.(plugin.SchemeBuilder); ok {
 			utilruntime.Must(b.AddToScheme(s))
 		}
@@ -66,10 +68,11 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// builtinPlugins are the executor's plugins: the container plugin (the
+// builtinPlugins are the executor's plugins, configured by cfg (an engine
+// plugin reads its `plugins: <name>:` section): the container plugin (the
 // default, for every task type no other claims) first.
-func builtinPlugins() []plugin.Plugin {
-	return []plugin.Plugin{container.New(), sleep.New()}
+func builtinPlugins(cfg config.Config) ([]plugin.Plugin, error) {
+	return []plugin.Plugin{container.New(), sleep.New()}, nil
 }
 
 // Options are the parts of the wiring that are not configuration.
@@ -92,11 +95,16 @@ type Options struct {
 	Webhook webhook.Options
 }
 
-// Registry returns the built-in plugins: the container plugin, which also
-// serves every task type no other plugin claims.
-func Registry() (*plugin.Registry, error) {
+// Registry returns the built-in plugins configured by cfg: the container
+// plugin, which also serves every task type no other plugin claims, the
+// sleep plugin and the engine plugins. A plugin's section that is not valid
+// is an error here, before anything starts.
+func Registry(cfg config.Config) (*plugin.Registry, error) {
 	reg := plugin.NewRegistry()
-	plugins := builtinPlugins()
+	plugins, err := builtinPlugins(cfg)
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range plugins {
 		if err := reg.Register(p); err != nil {
 			return nil, err
@@ -195,7 +203,7 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options, setting
 	reg := opts.Registry
 	if reg == nil {
 		var err error
-		if reg, err = Registry(); err != nil {
+		if reg, err = Registry(cfg); err != nil {
 			return fmt.Errorf("plugin registry: %w", err)
 		}
 		// Flyte's charts name plugins this executor does not have: those task
@@ -329,7 +337,9 @@ func CacheOptions(namespaces ...string) crcache.Options {
 	// Every plugin's objects carry the managed label: the cache holds only
 	// those. Pods keep only what the executor reads of their spec.
 	managed := labels.SelectorFromSet(labels.Set{ManagedLabel: "true"})
-	for _, p := range builtinPlugins() {
+	plugins, err := builtinPlugins(config.Default())
+	utilruntime.Must(err) // the defaults configure every plugin
+	for _, p := range plugins {
 		for _, obj := range p.WatchedTypes() {
 			bo := crcache.ByObject{Label: managed}
 			if _, ok := obj.(*corev1.Pod); ok {
