@@ -119,12 +119,12 @@ type Config struct {
 	TaskLogs TaskLogConfig `json:"-"`
 	// K8sPlugin (`plugins: k8s:`) and TaskPlugins (`tasks: task-plugins:
 	// default-for-task-types:`) are Flyte's pod defaults and task type → plugin map.
-	K8sPlugin   K8sPluginConfig   `json:"-"`
+	K8sPlugin K8sPluginConfig `json:"-"`
 	// PluginSections are the other sections under `plugins:` (an engine
 	// plugin's own: plugins.ray, plugins.spark, ...), as the files hold them,
 	// keyed by their lower-case names; PluginSection decodes one.
-	PluginSections map[string]any `json:"-"`
-	TaskPlugins map[string]string `json:"-"`
+	PluginSections map[string]any    `json:"-"`
+	TaskPlugins    map[string]string `json:"-"`
 }
 
 // PodSecurityConfig limits what the pods the executor creates for TaskActions
