@@ -14,6 +14,7 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/podsecurity"
 	"github.com/taskaction/executor/pkg/task"
+	"github.com/taskaction/executor/pkg/tasklog"
 )
 
 // Phase is a plugin's reading of where an attempt is.
@@ -133,6 +134,10 @@ type Settings struct {
 	// PodSecurity, when set, is the policy every task pod must meet: the
 	// executor may create pods its TaskActions' authors could not.
 	PodSecurity *podsecurity.Policy
+
+	// TaskLogs renders the log links of plugins.logs for a pod (nil: none):
+	// an engine plugin renders its replicas' pods' links with it.
+	TaskLogs *tasklog.Renderer
 }
 
 // TaskContext is one attempt of one TaskAction.
@@ -196,6 +201,14 @@ type Requirer interface {
 // registers them (the engine's API types) with the executor's scheme.
 type SchemeBuilder interface {
 	AddToScheme(s *runtime.Scheme) error
+}
+
+// Validator is a plugin that can tell, without I/O, whether the attempt's
+// object can be built from the task: the admission webhook refuses at
+// `kubectl apply` what the launch would refuse (the same function decides
+// both, so the two never disagree).
+type Validator interface {
+	Validate(tc TaskContext) error
 }
 
 // InputsUser is a plugin that reads the task's inputs at launch

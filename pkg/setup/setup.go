@@ -179,7 +179,13 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 		return nil, err
 	}
 	if opts.Webhook.ValidateTaskAction == nil {
-		opts.Webhook.ValidateTaskAction = TaskActionValidator(settings)
+		reg := opts.Registry
+		if reg == nil {
+			if reg, err = Registry(cfg); err != nil {
+				return nil, fmt.Errorf("plugin registry: %w", err)
+			}
+		}
+		opts.Webhook.ValidateTaskAction = TaskActionValidator(settings, reg)
 	}
 	if err := webhook.Register(mgr, webhookServer, cfg, opts.Webhook); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
@@ -266,7 +272,7 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options, setting
 // form) and, for the pod plugin, the pod it becomes is buildable and meets
 // the pod-security policy. The same functions decide at launch, so the two
 // never disagree.
-func TaskActionValidator(settings plugin.Settings) func(*flytev1.TaskAction) error {
+func TaskActionValidator(settings plugin.Settings, reg *plugin.Registry) func(*flytev1.TaskAction) error {
 	return func(ta *flytev1.TaskAction) error {
 		if ta.Spec.ActionType == flytev1.ActionTypeCondition {
 			return nil
@@ -275,7 +281,21 @@ func TaskActionValidator(settings plugin.Settings) func(*flytev1.TaskAction) err
 		if err != nil {
 			return err
 		}
-		if _, err := container.BuildPod(plugin.TaskContext{TaskAction: ta, Task: t, Attempt: 1, Settings: settings}); err != nil {
+		var p plugin.Plugin = container.New()
+		if reg != nil {
+			typ := ta.Spec.TaskType
+			if t.Type != "" {
+				typ = t.Type
+			}
+			if p, err = reg.Resolve(typ); err != nil {
+				return nil // the reconciler reports it (PluginNotFound)
+			}
+		}
+		v, ok := p.(plugin.Validator)
+		if !ok {
+			return nil
+		}
+		if err := v.Validate(plugin.TaskContext{TaskAction: ta, Task: t, Attempt: 1, Settings: settings}); err != nil {
 			var le *plugin.LaunchError
 			if errors.As(err, &le) {
 				return errors.New(le.Err.Message)
@@ -292,9 +312,14 @@ func PluginSettings(cfg config.Config) (plugin.Settings, error) {
 	if err != nil {
 		return plugin.Settings{}, fmt.Errorf("pod security policy: %w", err)
 	}
+	logs, err := tasklog.New(cfg.TaskLogs)
+	if err != nil {
+		return plugin.Settings{}, fmt.Errorf("task logs: %w", err)
+	}
 	k := cfg.K8sPlugin
 	return plugin.Settings{
 		PodSecurity:                policy,
+		TaskLogs:                   logs,
 		DefaultServiceAccount:      cfg.DefaultK8sServiceAccount,
 		DefaultCPU:                 cfg.DefaultCPU,
 		DefaultMemory:              cfg.DefaultMemory,

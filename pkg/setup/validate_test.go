@@ -55,7 +55,7 @@ func TestPodSecurityAtAdmissionAndLaunch(t *testing.T) {
 	ta := privilegedTaskAction(t)
 
 	baseline := settingsAt(t, config.Default().PodSecurity.Level)
-	err := setup.TaskActionValidator(baseline)(ta)
+	err := setup.TaskActionValidator(baseline, nil)(ta)
 	if err == nil || !strings.Contains(err.Error(), "privileged") || !strings.Contains(err.Error(), "baseline") {
 		t.Fatalf("admission with the default policy: %v, want a refusal naming privileged and baseline", err)
 	}
@@ -66,7 +66,7 @@ func TestPodSecurityAtAdmissionAndLaunch(t *testing.T) {
 	}
 
 	privileged := settingsAt(t, "privileged")
-	if err := setup.TaskActionValidator(privileged)(ta); err != nil {
+	if err := setup.TaskActionValidator(privileged, nil)(ta); err != nil {
 		t.Fatalf("admission with the privileged policy: %v", err)
 	}
 	if _, err := container.BuildPod(plugin.TaskContext{TaskAction: ta, Attempt: 1, Settings: privileged}); err != nil {
@@ -78,7 +78,7 @@ func TestValidatorNamesTheUndecodableField(t *testing.T) {
 	ta := privilegedTaskAction(t)
 	ta.Spec.Template = nil
 	ta.Spec.TaskTemplate = []byte{0xff, 0x01}
-	err := setup.TaskActionValidator(settingsAt(t, "baseline"))(ta)
+	err := setup.TaskActionValidator(settingsAt(t, "baseline"), nil)(ta)
 	if err == nil || !strings.Contains(err.Error(), "spec.taskTemplate") {
 		t.Fatalf("undecodable template bytes: %v, want an error naming spec.taskTemplate", err)
 	}

@@ -48,7 +48,7 @@ func validatorOf(t testing.TB) webhook.TaskActionValidator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return webhook.TaskActionValidator{Extra: setup.TaskActionValidator(settings)}
+	return webhook.TaskActionValidator{Extra: setup.TaskActionValidator(settings, nil)}
 }
 
 func request(op admissionv1.Operation, raw []byte) admission.Request {

@@ -52,6 +52,12 @@ func (p *Plugin) WatchedTypes() []client.Object { return []client.Object{podType
 // the types on every read).
 var podType = &corev1.Pod{}
 
+// Validate builds the attempt's pod without creating it (plugin.Validator).
+func (p *Plugin) Validate(tc plugin.TaskContext) error {
+	_, err := BuildPod(tc)
+	return err
+}
+
 // Launch creates the attempt's pod. An existing pod of ours is success.
 func (p *Plugin) Launch(ctx context.Context, c client.Client, tc plugin.TaskContext) error {
 	pod, err := BuildPod(tc)
