@@ -32,10 +32,11 @@ manifests: $(CONTROLLER_GEN) ## CRD and RBAC YAML under config/
 		paths=./... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	go run ./api/v1/crdbounds config/crd/bases/flyte.org_taskactions.yaml
+	cp config/crd/bases/flyte.org_taskactions.yaml charts/executor/files/crds/
 
 verify-generated: generate manifests ## fails when generated files are stale
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api config)" || { echo "untracked generated files: run 'make generate manifests' and commit"; git status --porcelain -- api config; exit 1; }
+	@git diff --exit-code -- api config charts/executor/files || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config charts/executor/files)" || { echo "untracked generated files: run 'make generate manifests' and commit"; git status --porcelain -- api config charts/executor/files; exit 1; }
 
 # envtest: kube-apiserver and etcd built from the Go module proxy; a no-op when the right versions are present.
 envtest: $(K8S_BIN)/.version-$(K8S_VERSION)
@@ -46,9 +47,24 @@ $(K8S_BIN)/.version-$(K8S_VERSION): hack/k8s/go.mod hack/k8s/go.sum
 	rm -f $(K8S_BIN)/.version-*
 	touch $@
 
-test: envtest lint verify-generated ## unit and envtest suites, then each fuzz target briefly
+test: envtest lint verify-generated ## unit and envtest suites, the image and chart modules, then each fuzz target briefly
 	go test -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory test-modules
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_BRIEF)
+
+# The modules of their own (kept out of go.mod): the image builder and the chart's tests.
+MODULES := hack/image test/chart
+.PHONY: test-modules image
+test-modules: envtest
+	cd hack/image && go test -count=1 -timeout 15m ./...
+	cd test/chart && go test -count=1 -timeout 10m ./...
+
+# image: bin/executor-image.tar, the commit's executor (HEAD; IMAGE_ARGS=-worktree for the work
+# tree) on an empty base, built without a container engine: the same commit gives the same
+# digest. `docker load -i`, `kind load image-archive` and `crane push` take it.
+IMAGE_ARGS ?=
+image:
+	cd hack/image && go run . -o $(BIN)/executor-image.tar -binary-out $(BIN)/executor-linux-amd64 $(IMAGE_ARGS)
 
 # fuzz: the fuzz targets of everything that parses what a client stores (the
 # typed decode, Flyte's template, the pod build, the admission webhook), one
@@ -67,6 +83,7 @@ fuzz: ## each fuzz target for FUZZTIME (default 2m)
 
 test-unit:
 	go test -count=1 -short ./...
+	for m in $(MODULES); do (cd $$m && go test -count=1 -short ./...) || exit 1; done
 
 # local: the whole system on this machine, in the foreground; ARGS=--demo runs the samples.
 local: envtest build
@@ -99,9 +116,10 @@ bench-controller: envtest
 
 lint: fmt vet
 fmt:
-	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/') ); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/') hack/image); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 vet:
 	go vet ./...
+	for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
 
 clean:
 	rm -rf $(BIN)
