@@ -125,6 +125,8 @@ type Config struct {
 	// keyed by their lower-case names; PluginSection decodes one.
 	PluginSections map[string]any    `json:"-"`
 	TaskPlugins    map[string]string `json:"-"`
+	// Otel is Flyte's top-level `otel:` section: where traces go (otel.go).
+	Otel OtelConfig `json:"-"`
 }
 
 // PodSecurityConfig limits what the pods the executor creates for TaskActions
@@ -189,6 +191,7 @@ func Default() Config {
 		Storage:   DefaultStorageConfig(),
 		TaskLogs:  DefaultTaskLogConfig(),
 		K8sPlugin: DefaultK8sPluginConfig(),
+		Otel:      DefaultOtelConfig(),
 	}
 }
 

@@ -159,13 +159,14 @@ func configFiles(pattern string) ([]string, error) {
 }
 
 // fileSections is what the executor reads of a Flyte configuration file:
-// its own section and four of Flyte's, as Flyte's components register them.
+// its own section and five of Flyte's, as Flyte's components register them.
 // Every other section belongs to another component and is ignored.
 type fileSections struct {
 	// Executor is strict: a key it does not have is refused, with the
 	// nearest one as a hint. Flyte's sections ignore unknown keys, as Flyte does.
 	Executor Config        `json:"executor" config:"strict"`
 	Storage  StorageConfig `json:"storage"`
+	Otel     OtelConfig    `json:"otel"`
 	Plugins  struct {
 		Logs TaskLogConfig   `json:"logs"`
 		K8s  K8sPluginConfig `json:"k8s"`
@@ -201,7 +202,7 @@ func loadFiles(files []string, c *Config) error {
 	prune(merged)
 	prune(engines)
 
-	fs := fileSections{Executor: *c, Storage: c.Storage}
+	fs := fileSections{Executor: *c, Storage: c.Storage, Otel: c.Otel}
 	fs.Plugins.Logs, fs.Plugins.K8s = c.TaskLogs, c.K8sPlugin
 	fs.Tasks.TaskPlugins.DefaultForTaskTypes = c.TaskPlugins
 	if err := decodeValue(nil, merged, reflect.ValueOf(&fs).Elem()); err != nil {
@@ -212,7 +213,7 @@ func loadFiles(files []string, c *Config) error {
 		return err
 	}
 	*c = fs.Executor
-	c.Storage = fs.Storage
+	c.Storage, c.Otel = fs.Storage, fs.Otel
 	c.TaskLogs, c.K8sPlugin = fs.Plugins.Logs, fs.Plugins.K8s
 	c.TaskPlugins = fs.Tasks.TaskPlugins.DefaultForTaskTypes
 	c.PluginSections = nil

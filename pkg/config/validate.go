@@ -221,7 +221,7 @@ func (c Config) Validate() error {
 	}
 	ps = append(ps, c.Webhook.validate()...)
 	ps = append(ps, c.PodSecurity.validate()...)
-	for _, err := range []error{c.Storage.Validate(), c.TaskLogs.Validate(), c.K8sPlugin.Validate()} {
+	for _, err := range []error{c.Storage.Validate(), c.TaskLogs.Validate(), c.K8sPlugin.Validate(), c.Otel.Validate()} {
 		if err == nil {
 			continue
 		}

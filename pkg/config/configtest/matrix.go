@@ -292,6 +292,33 @@ executor:
 			Want: `storage.type: "bogus": want s3, minio, local or stow`},
 		{Name: "Flyte's log links, bad link type", File: "plugins:\n  logs:\n    templates:\n    - templateUris: [\"http://a/{{ .podName }}\"]\n      linkType: weird\n",
 			Want: `plugins.logs.templates[0].linkType: "weird": want external, dashboard or ide`},
+		// Flyte's otel section: checked for the exporter chosen only, as Flyte uses it.
+		{Name: "otel: Jaeger's exporter, refused with what to set", File: "otel:\n  type: jaeger\n  jaeger:\n    endpoint: http://jaeger:14268/api/traces\n",
+			Want: `otel.type: "jaeger": OpenTelemetry Go no longer has a Jaeger exporter, and Jaeger takes OTLP itself: ` +
+				`set otel.type to otlpgrpc with otel.otlpgrpc.endpoint http://<jaeger-collector>:4317, ` +
+				`or to otlphttp with otel.otlphttp.endpoint http://<jaeger-collector>:4318/v1/traces`},
+		{Name: "otel: unknown exporter", File: "otel:\n  type: zipkin\n", Want: `otel.type: "zipkin": want noop, file, otlpgrpc or otlphttp`},
+		{Name: "otel: exporter names are Flyte's, in its case", File: "otel:\n  type: OTLPGRPC\n", Want: `otel.type: "OTLPGRPC": want noop, file, otlpgrpc or otlphttp`},
+		{Name: "otel: empty exporter", File: "otel:\n  type: \"\"\n", Want: `otel.type: "": want noop, file, otlpgrpc or otlphttp`},
+		{Name: "otel: file without a name", File: "otel:\n  type: file\n  file:\n    filename: \"\"\n",
+			Want: "otel.file.filename: must name the file spans are written to (otel.type is file)"},
+		{Name: "otel: gRPC endpoint without a scheme", File: "otel:\n  type: otlpgrpc\n  otlpgrpc:\n    endpoint: collector:4317\n",
+			Want: `otel.otlpgrpc.endpoint: "collector:4317": want a URL such as http://collector:4317 (http: plaintext, https: TLS) (otel.type is otlpgrpc)`},
+		{Name: "otel: HTTP endpoint of another scheme", File: "otel:\n  type: otlphttp\n  otlphttp:\n    endpoint: grpc://collector:4318/v1/traces\n",
+			Want: `otel.otlphttp.endpoint: "grpc://collector:4318/v1/traces": the scheme must be http or https, not "grpc" (otel.type is otlphttp)`},
+		{Name: "otel: unknown sampler", File: "otel:\n  type: file\n  sampler:\n    parentSampler: never\n",
+			Want: `otel.sampler.parentSampler: "never": want always or traceid`},
+		{Name: "otel: ratio above 1", File: "otel:\n  type: otlphttp\n  sampler:\n    parentSampler: traceid\n    traceIdRatio: 5\n",
+			Want: "otel.sampler.traceIdRatio: must be between 0 and 1 (the share of traces kept), got 5"},
+		{Name: "otel: ratio not a number", File: "otel:\n  sampler:\n    traceIdRatio: most\n",
+			Want: `config file <file>: otel.sampler.traceIdRatio must be a number, got "most"`},
+		{Name: "otel: two problems, two lines", File: "otel:\n  type: otlpgrpc\n  otlpgrpc:\n    endpoint: \"\"\n  sampler:\n    parentSampler: traceid\n    traceIdRatio: -0.5\n",
+			Want: "2 problems:\n" +
+				`  otel.otlpgrpc.endpoint: "": want a URL such as http://collector:4317 (http: plaintext, https: TLS) (otel.type is otlpgrpc)` + "\n" +
+				"  otel.sampler.traceIdRatio: must be between 0 and 1 (the share of traces kept), got -0.5"},
+		{Name: "otel: noop judges nothing it does not use, as Flyte", File: "otel:\n  type: noop\n  otlpgrpc:\n    endpoint: nowhere\n  sampler:\n    parentSampler: never\n"},
+		{Name: "otel: Flyte's section as its charts write it", File: "otel:\n  type: otlpgrpc\n  otlpgrpc:\n    endpoint: http://otel-collector.observability:4317\n  sampler:\n    parentSampler: traceid\n    traceIdRatio: 0.1\n  jaeger:\n    endpoint: http://unused:14268/api/traces\n"},
+		{Name: "otel: keys in any case", File: "OTel:\n  Type: otlphttp\n  OtlpHttp:\n    Endpoint: https://collector:4318/v1/traces\n  Sampler:\n    ParentSampler: always\n"},
 		{Name: "plugins not a mapping", File: "plugins: [logs]\n",
 			Want: `config file <file>: plugins must be a mapping, got a list`},
 		{Name: "top level not a mapping", File: "- executor\n",
