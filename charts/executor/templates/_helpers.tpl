@@ -123,7 +123,7 @@ namespaceSelector:
 {{- end }}
 {{- end }}
 
-{{/* The rules on TaskActions, pods and events (config/rbac/role.yaml's ClusterRole, without the webhook's). */}}
+{{/* The rules on TaskActions, pods, ConfigMaps and events (config/rbac/role.yaml's ClusterRole, without the webhook's). */}}
 {{- define "executor.rules.workload" }}
 - apiGroups: [""]
   resources: [pods]
