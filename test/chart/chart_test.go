@@ -649,6 +649,9 @@ func TestValuesCoverEveryConfigKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	leaves("", tree, keys)
+	if u := unmappedSections(); len(u) > 0 {
+		t.Errorf("config.Config reads Flyte sections this test does not know: %v (add them to flyteSections and to values.yaml)", u)
+	}
 	for _, k := range flyteSectionKeys() {
 		keys[k] = true
 	}

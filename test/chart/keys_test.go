@@ -57,9 +57,46 @@ func flyteSectionKeys() []string {
 			keys = append(keys, key)
 		}
 	}
-	rec("storage", reflect.TypeFor[config.StorageConfig]())
-	rec("plugins.logs", reflect.TypeFor[config.TaskLogConfig]())
-	rec("plugins.k8s", reflect.TypeFor[config.K8sPluginConfig]())
-	keys = append(keys, "tasks.task-plugins.default-for-task-types")
+	for field, section := range flyteSections {
+		if section == "" {
+			continue
+		}
+		f, _ := reflect.TypeFor[config.Config]().FieldByName(field)
+		if f.Type.Kind() == reflect.Struct {
+			rec(section, f.Type)
+		} else {
+			keys = append(keys, section)
+		}
+	}
 	return keys
+}
+
+// flyteSections are the fields of config.Config read from Flyte's sections
+// (json "-": not in `executor:`), and where each lives in the file.
+var flyteSections = map[string]string{
+	"Storage":     config.StorageSection,
+	"TaskLogs":    config.TaskLogSection,
+	"K8sPlugin":   config.K8sPluginSection,
+	"TaskPlugins": config.TaskPluginsSection + ".default-for-task-types",
+	"Otel":        config.OtelSection,
+	// The other plugins.<name> sections (an engine plugin's own) have no fixed
+	// keys: config.plugins passes any of them to the file as it is.
+	"PluginSections": "",
+}
+
+// unmappedSections are Flyte-section fields of config.Config this test does not
+// know: a section added to the executor must be added to flyteSections and to
+// the chart's values.
+func unmappedSections() []string {
+	var out []string
+	t := reflect.TypeFor[config.Config]()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Tag.Get("json") == "-" {
+			if _, ok := flyteSections[f.Name]; !ok {
+				out = append(out, f.Name)
+			}
+		}
+	}
+	return out
 }
