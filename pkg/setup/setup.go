@@ -37,6 +37,7 @@ import (
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
+	"github.com/taskaction/executor/pkg/plugin/kubeflow"
 	"github.com/taskaction/executor/pkg/plugin/sleep"
 	"github.com/taskaction/executor/pkg/storage"
 	"github.com/taskaction/executor/pkg/task"
@@ -72,7 +73,11 @@ func Scheme() *runtime.Scheme {
 // plugin reads its `plugins: <name>:` section): the container plugin (the
 // default, for every task type no other claims) first.
 func builtinPlugins(cfg config.Config) ([]plugin.Plugin, error) {
-	return []plugin.Plugin{container.New(), sleep.New()}, nil
+	kf, err := kubeflow.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return append([]plugin.Plugin{container.New(), sleep.New()}, kf...), nil
 }
 
 // Options are the parts of the wiring that are not configuration.
