@@ -40,7 +40,7 @@ require (
 	github.com/dask/dask-kubernetes/v2023 v2023.0.0-20230626103304-abd02cd17b26 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
-	github.com/kubeflow/spark-operator/v2 v2.5.2 // indirect
+	github.com/kubeflow/spark-operator/v2 v2.5.2
 	github.com/kubeflow/training-operator v1.9.3 // indirect
 	github.com/openshift/api v0.0.0-20251214014457-bfa868a22401 // indirect
 	github.com/orcaman/concurrent-map/v2 v2.0.1 // indirect
