@@ -39,6 +39,7 @@ import (
 	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/plugin/kubeflow"
 	"github.com/taskaction/executor/pkg/plugin/sleep"
+	"github.com/taskaction/executor/pkg/plugin/spark"
 	"github.com/taskaction/executor/pkg/storage"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
@@ -77,7 +78,11 @@ func builtinPlugins(cfg config.Config) ([]plugin.Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]plugin.Plugin{container.New(), sleep.New()}, kf...), nil
+	sp, err := spark.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return append([]plugin.Plugin{container.New(), sleep.New(), sp}, kf...), nil
 }
 
 // Options are the parts of the wiring that are not configuration.
