@@ -123,6 +123,16 @@ func applyExtendedResources(spec *corev1.PodSpec, primary int, ext task.Extended
 	return nil
 }
 
+// PlaceOnAccelerator gives spec the node affinity and tolerations of the
+// accelerator g when a container of spec has a limit on an accelerator, as
+// BuildPod does (idempotent): for a pod spec an engine plugin changed after
+// BuildPod built it (a replica's own resources laid over the task's).
+func PlaceOnAccelerator(spec *corev1.PodSpec, g *task.GPUAccelerator, s plugin.Settings) {
+	if g != nil && usesAccelerator(spec, acceleratorResourceNames(s)) {
+		placeOnAccelerator(spec, g, acceleratorFor(g, s))
+	}
+}
+
 // usesAccelerator says whether a container of the pod has a limit on one of names.
 func usesAccelerator(spec *corev1.PodSpec, names []corev1.ResourceName) bool {
 	for _, c := range spec.Containers {
