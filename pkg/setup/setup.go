@@ -38,6 +38,7 @@ import (
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/plugin/kubeflow"
+	"github.com/taskaction/executor/pkg/plugin/ray"
 	"github.com/taskaction/executor/pkg/plugin/sleep"
 	"github.com/taskaction/executor/pkg/plugin/spark"
 	"github.com/taskaction/executor/pkg/storage"
@@ -82,7 +83,11 @@ func builtinPlugins(cfg config.Config) ([]plugin.Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]plugin.Plugin{container.New(), sleep.New(), sp}, kf...), nil
+	rp, err := ray.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return append([]plugin.Plugin{container.New(), sleep.New(), sp, rp}, kf...), nil
 }
 
 // Options are the parts of the wiring that are not configuration.
