@@ -380,6 +380,12 @@ func CacheOptions(namespaces ...string) crcache.Options {
 	plugins, err := builtinPlugins(config.Default())
 	utilruntime.Must(err) // the defaults configure every plugin
 	for _, p := range plugins {
+		if _, ok := p.(plugin.Requirer); ok {
+			// An engine's kind may not be served: the cache maps every
+			// ByObject type when it is made, and would stop the executor.
+			// Its objects are cached unscoped once a task needs them.
+			continue
+		}
 		for _, obj := range p.WatchedTypes() {
 			bo := crcache.ByObject{Label: managed}
 			if _, ok := obj.(*corev1.Pod); ok {
