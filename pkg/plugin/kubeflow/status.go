@@ -90,8 +90,8 @@ func observeJob(j jobState, now time.Time, timeout time.Duration) plugin.Observa
 			return plugin.Observation{Phase: plugin.PhaseRetryableFailure, Deleting: j.deleting, Message: msg,
 				Error: &plugin.ExecError{Code: CodeOperatorTimeout, Kind: flytev1.ErrorKindSystem, Message: msg}}
 		}
-		obs = plugin.Observation{Phase: plugin.PhaseQueued, Message: "waiting for the training operator to start the job",
-			RecheckAfter: deadline.Sub(now)}
+		// No message: nothing new to report since the job's creation.
+		obs = plugin.Observation{Phase: plugin.PhaseQueued, RecheckAfter: deadline.Sub(now)}
 	default:
 		obs = plugin.Observation{Phase: plugin.PhaseQueued, Message: "job created"}
 	}

@@ -44,7 +44,7 @@ func TestObserveJob(t *testing.T) {
 		recheck  time.Duration
 	}{
 		{name: "untouched: queued, rechecked at the timeout", created: t0, now: t0.Add(20 * time.Second),
-			phase: plugin.PhaseQueued, recheck: 40 * time.Second, message: "waiting for the training operator"},
+			phase: plugin.PhaseQueued, recheck: 40 * time.Second},
 		{name: "untouched past the timeout: a system failure (Flyte: an error on every reconcile)", created: t0, now: t0.Add(61 * time.Second),
 			phase: plugin.PhaseRetryableFailure, code: CodeOperatorTimeout, kind: flytev1.ErrorKindSystem, message: "within 1m0s"},
 		{name: "created", created: t0, now: t2, status: kubeflowv1.JobStatus{StartTime: &start, Conditions: []kubeflowv1.JobCondition{created}},
