@@ -166,7 +166,10 @@ func pytorchAction(t *testing.T, ns, name string, retries uint32, timeout time.D
 	}
 }
 
-func namespace(t *testing.T, c client.Client) string { t.Helper(); return testenv.Namespace(t, c, "kf-") }
+func namespace(t *testing.T, c client.Client) string {
+	t.Helper()
+	return testenv.Namespace(t, c, "kf-")
+}
 
 func create(t *testing.T, c client.Client, ta *flytev1.TaskAction) {
 	t.Helper()
