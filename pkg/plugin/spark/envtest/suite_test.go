@@ -168,7 +168,10 @@ func sparkAction(t *testing.T, ns, name string, retries uint32, timeout time.Dur
 	}
 }
 
-func namespace(t *testing.T, c client.Client) string { t.Helper(); return testenv.Namespace(t, c, "spark-") }
+func namespace(t *testing.T, c client.Client) string {
+	t.Helper()
+	return testenv.Namespace(t, c, "spark-")
+}
 
 func create(t *testing.T, c client.Client, ta *flytev1.TaskAction) {
 	t.Helper()
