@@ -37,6 +37,7 @@ import (
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
+	"github.com/taskaction/executor/pkg/plugin/dask"
 	"github.com/taskaction/executor/pkg/plugin/kubeflow"
 	"github.com/taskaction/executor/pkg/plugin/ray"
 	"github.com/taskaction/executor/pkg/plugin/sleep"
@@ -87,7 +88,11 @@ func builtinPlugins(cfg config.Config) ([]plugin.Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]plugin.Plugin{container.New(), sleep.New(), sp, rp}, kf...), nil
+	dk, err := dask.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return append([]plugin.Plugin{container.New(), sleep.New(), sp, dk, rp}, kf...), nil
 }
 
 // Options are the parts of the wiring that are not configuration.
