@@ -48,9 +48,13 @@ import (
 //	  answered "the CRD has driver.template" (the v2.5.2 CRD has it)
 //	executor.defaultK8sServiceAccount: "" (Flyte's default)
 //
-// One value depends on Flyte's clock: the driver's FLYTE_START_TIME (the
-// milliseconds of the build). The program wrote goldenStart's milliseconds
-// in its place; this test builds with goldenStart as the reconcile's clock.
+// Two things in Flyte's output are not stable, and the program fixed them:
+// the driver's FLYTE_START_TIME (the milliseconds of the build), replaced by
+// goldenStart's (this test builds with goldenStart as the reconcile's
+// clock); and the order of the environment variables Flyte appends from Go
+// maps (the run's: ACTION_NAME, RUN_NAME, _U_RUN_BASE, _U_ORG_NAME and
+// spec.envVars; then plugins.k8s default-env-vars), random in Flyte, each
+// block put in this plugin's order (those four first, then by name).
 //
 // The comparison is byte for byte after flyteView takes out the deliberate
 // differences, each named there and listed in docs/engines/spark.md.
