@@ -46,7 +46,7 @@ const maxMessage = 2048
 // observe maps the application's status to the attempt's phase, as Flyte's
 // plugin does, with its log links. Pure: the application is as read.
 func (p *Plugin) observe(app *sparkv1beta2.SparkApplication, tc plugin.TaskContext) plugin.Observation {
-	obs := Phase(app)
+	obs := ObserveStatus(app)
 	obs.Logs = p.links(app, tc, obs.Phase)
 	// Flyte's reasons when an IDE link is offered.
 	for _, l := range obs.Logs {
@@ -60,12 +60,12 @@ func (p *Plugin) observe(app *sparkv1beta2.SparkApplication, tc plugin.TaskConte
 	return obs
 }
 
-// Phase is where the application is, from its status: not seen by the
+// ObserveStatus is where the application is, from its status: not seen by the
 // operator yet, queued; submitted, initializing; completed, succeeded;
 // failed or refused at submission, a retryable user failure; anything else
 // (running, being retried or torn down by the operator), running. An
 // application deleted before it ended is a system failure.
-func Phase(app *sparkv1beta2.SparkApplication) plugin.Observation {
+func ObserveStatus(app *sparkv1beta2.SparkApplication) plugin.Observation {
 	st := app.Status
 	var obs plugin.Observation
 	switch st.AppState.State {

@@ -49,7 +49,7 @@ func errorMessage(m string) func(*sparkv1beta2.SparkApplication) {
 
 func deleting(a *sparkv1beta2.SparkApplication) { d := at(time.Hour); a.DeletionTimestamp = &d }
 
-// TestPhase is Flyte's status mapping: not seen by the operator yet,
+// TestObserveStatus is Flyte's status mapping: not seen by the operator yet,
 // queued; submitted (or the old operators' PENDING_SUBMISSION),
 // initializing; completed, succeeded; failed or refused at submission, a
 // retryable user failure (DownstreamSystemError) with the operator's
@@ -57,7 +57,7 @@ func deleting(a *sparkv1beta2.SparkApplication) { d := at(time.Hour); a.Deletion
 // stays for its logs) as of its termination time, else its last submission,
 // else its creation. An application deleted before it ended is a system
 // failure; one that ended stands.
-func TestPhase(t *testing.T) {
+func TestObserveStatus(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		app      *sparkv1beta2.SparkApplication
@@ -93,7 +93,7 @@ func TestPhase(t *testing.T) {
 			phase: plugin.PhaseSucceeded, finished: true, at: t0.Add(time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			obs := Phase(tc.app)
+			obs := ObserveStatus(tc.app)
 			if obs.Phase != tc.phase || obs.Finished != tc.finished || !obs.OccurredAt.Equal(tc.at) {
 				t.Errorf("got %s finished=%v at %v; want %s finished=%v at %v", obs.Phase, obs.Finished, obs.OccurredAt, tc.phase, tc.finished, tc.at)
 			}
@@ -113,10 +113,10 @@ func TestPhase(t *testing.T) {
 	}
 }
 
-// TestPhaseBoundsTheOperatorsMessage: an error message of any size is kept
+// TestObserveStatusBoundsTheOperatorsMessage: an error message of any size is kept
 // to a bounded prefix.
-func TestPhaseBoundsTheOperatorsMessage(t *testing.T) {
-	obs := Phase(app(sparkv1beta2.ApplicationStateFailed, errorMessage(strings.Repeat("é", 1<<20))))
+func TestObserveStatusBoundsTheOperatorsMessage(t *testing.T) {
+	obs := ObserveStatus(app(sparkv1beta2.ApplicationStateFailed, errorMessage(strings.Repeat("é", 1<<20))))
 	if len(obs.Message) > maxMessage || len(obs.Error.Message) > maxMessage || !strings.HasSuffix(obs.Message, "...") {
 		t.Errorf("message of %d bytes", len(obs.Message))
 	}
