@@ -23,6 +23,9 @@ const (
 	CodeJobStopped = "RayJobStopped"
 	// CodeValidationFailed: KubeRay refused the RayJob's spec.
 	CodeValidationFailed = "RayJobValidationFailed"
+	// CodeUnexpectedObjectDeletion: the RayJob is being deleted before it
+	// ended, by someone else than the executor (Flyte's code).
+	CodeUnexpectedObjectDeletion = "UnexpectedObjectDeletion"
 )
 
 // maxMessage bounds the operator's words kept in a message.
@@ -37,8 +40,19 @@ const maxMessage = 2048
 // SYSTEM failure. The differences from Flyte: a STOPPED job is a failure
 // (Flyte reports a success), ValidationFailed fails at once, and a status
 // this version does not know keeps the attempt running (Flyte returns an
-// error every round).
+// error every round). A RayJob being deleted before it ended is a system
+// failure, as in Flyte.
 func ObserveJob(job *rayv1.RayJob) plugin.Observation {
+	obs := observeStatus(job)
+	if obs.Deleting && !obs.Phase.IsTerminal() {
+		msg := fmt.Sprintf("RayJob %s/%s is being deleted", job.Namespace, job.Name)
+		return plugin.Observation{Phase: plugin.PhaseRetryableFailure, Deleting: true, Message: msg,
+			Error: &plugin.ExecError{Code: CodeUnexpectedObjectDeletion, Kind: flytev1.ErrorKindSystem, Message: msg}}
+	}
+	return obs
+}
+
+func observeStatus(job *rayv1.RayJob) plugin.Observation {
 	st := job.Status
 	obs := plugin.Observation{Deleting: job.DeletionTimestamp != nil}
 	created := job.CreationTimestamp.Time

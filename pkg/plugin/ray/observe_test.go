@@ -92,12 +92,20 @@ func TestObserveJob(t *testing.T) {
 	}
 }
 
+// TestObserveDeleting: a RayJob deleted before it ended is a system
+// failure (someone else deleted it); one that ended keeps its end.
 func TestObserveDeleting(t *testing.T) {
 	now := metav1.Now()
-	obs := ObserveJob(&rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now},
+	obs := ObserveJob(&rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{Name: "r-0", Namespace: "ns", DeletionTimestamp: &now},
 		Status: rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusRunning}})
-	if !obs.Deleting || obs.Phase != plugin.PhaseRunning {
-		t.Errorf("%+v", obs)
+	if !obs.Deleting || obs.Phase != plugin.PhaseRetryableFailure || obs.Error == nil ||
+		obs.Error.Code != CodeUnexpectedObjectDeletion || obs.Error.Kind != flytev1.ErrorKindSystem {
+		t.Errorf("running: %+v", obs)
+	}
+	obs = ObserveJob(&rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now},
+		Status: rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, JobStatus: rayv1.JobStatusSucceeded}})
+	if !obs.Deleting || obs.Phase != plugin.PhaseSucceeded || !obs.Finished {
+		t.Errorf("ended: %+v", obs)
 	}
 }
 
