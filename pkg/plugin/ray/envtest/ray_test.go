@@ -166,15 +166,19 @@ func TestRetry(t *testing.T) {
 
 // TestSystemRetry: KubeRay giving up on the job's end (the transition grace
 // period) is a system failure: the same attempt runs again, as a new RayJob
-// of the same name once the old one is gone.
+// of the same name once the old one is gone (KubeRay's finalizer holds it
+// while the Ray job stops).
 func TestSystemRetry(t *testing.T) {
 	ns := namespace(t, k8s)
 	create(t, k8s, rayAction(t, ns, "lost", 0, 0))
 	first := waitJob(t, ns, "lost", 1)
+	holdFinalizer(t, first)
 	setStatus(t, first, initializing(first))
 	setStatus(t, first, running)
 	waitReason(t, k8s, ns, "lost", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	setStatus(t, first, ended(rayv1.JobDeploymentStatusFailed, rayv1.JobStatusFailed, rayv1.JobDeploymentStatusTransitionGracePeriodExceeded, ""))
+	// The name stays taken while KubeRay stops the job.
+	releaseFinalizer(t, first)
 	var again *rayv1.RayJob
 	eventually(t, "a new RayJob for the same attempt", func() bool {
 		j := &rayv1.RayJob{}
@@ -198,19 +202,22 @@ func TestSystemRetry(t *testing.T) {
 	}
 }
 
-// TestAbort: deleting a running TaskAction deletes its RayJob and reports
-// ABORTED; the TaskAction is then let go.
+// TestAbort: deleting a running TaskAction deletes its RayJob (which
+// KubeRay's finalizer holds while the Ray job stops) and reports ABORTED;
+// the TaskAction is then let go.
 func TestAbort(t *testing.T) {
 	ns := namespace(t, k8s)
 	ta := rayAction(t, ns, "stop", 0, 0)
 	create(t, k8s, ta)
 	job := waitJob(t, ns, "stop", 1)
+	holdFinalizer(t, job)
 	setStatus(t, job, initializing(job))
 	setStatus(t, job, running)
 	waitReason(t, k8s, ns, "stop", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	if err := k8s.Delete(context.Background(), ta); err != nil {
 		t.Fatal(err)
 	}
+	releaseFinalizer(t, job)
 	waitJobGone(t, ns, job.Name)
 	eventually(t, "the TaskAction to be let go", func() bool {
 		return k8s.Get(context.Background(), client.ObjectKeyFromObject(ta), &flytev1.TaskAction{}) != nil

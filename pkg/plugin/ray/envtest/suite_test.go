@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -244,6 +245,34 @@ func setStatus(t *testing.T, job *rayv1.RayJob, mutate func(*rayv1.RayJobStatus)
 		if !apierrors.IsConflict(err) || i > 5 {
 			t.Fatalf("update RayJob status: %v", err)
 		}
+	}
+}
+
+// kubeRayFinalizer is the finalizer KubeRay puts on every RayJob (it stops
+// the Ray job before letting the RayJob go).
+const kubeRayFinalizer = "ray.io/rayjob-finalizer"
+
+// holdFinalizer plays KubeRay's finalizer: added at once, removed (the Ray
+// job stopped) once the test saw the RayJob being deleted.
+func holdFinalizer(t *testing.T, job *rayv1.RayJob) {
+	t.Helper()
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+kubeRayFinalizer+`"]}}`))
+	if err := k8s.Patch(context.Background(), job, patch); err != nil {
+		t.Fatalf("add KubeRay's finalizer: %v", err)
+	}
+}
+
+// releaseFinalizer waits until the RayJob is being deleted, then lets it go.
+func releaseFinalizer(t *testing.T, job *rayv1.RayJob) {
+	t.Helper()
+	eventually(t, "RayJob "+job.Name+" being deleted", func() bool {
+		cur := &rayv1.RayJob{}
+		return k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur) == nil && cur.UID == job.UID && cur.DeletionTimestamp != nil
+	})
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+	cur := job.DeepCopy()
+	if err := k8s.Patch(context.Background(), cur, patch); err != nil {
+		t.Fatalf("remove KubeRay's finalizer: %v", err)
 	}
 }
 
