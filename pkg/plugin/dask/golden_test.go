@@ -317,14 +317,16 @@ func asFlyte(job *daskv1.DaskJob, tk *task.Task, s plugin.Settings) *daskv1.Dask
 				// targets only).
 				c.TerminationMessagePolicy = ""
 			default:
-				// Flyte writes zero CPU and memory limits into the other
-				// containers of a pod-spec task (docs/flyte-compat.md, The pod).
+				// Flyte writes zero CPU and memory requests and limits where the other
+				// containers of a pod-spec task have none (docs/flyte-compat.md, The pod).
 				for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-					if _, ok := c.Resources.Limits[r]; !ok {
-						if c.Resources.Limits == nil {
-							c.Resources.Limits = corev1.ResourceList{}
+					for _, l := range []*corev1.ResourceList{&c.Resources.Requests, &c.Resources.Limits} {
+						if _, ok := (*l)[r]; !ok {
+							if *l == nil {
+								*l = corev1.ResourceList{}
+							}
+							(*l)[r] = resource.MustParse("0")
 						}
-						c.Resources.Limits[r] = resource.MustParse("0")
 					}
 				}
 			}
