@@ -36,6 +36,7 @@ import (
 	"github.com/taskaction/executor/pkg/gc"
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/clustered"
 	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/plugin/dask"
 	"github.com/taskaction/executor/pkg/plugin/kubeflow"
@@ -92,7 +93,11 @@ func builtinPlugins(cfg config.Config) ([]plugin.Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]plugin.Plugin{container.New(), sleep.New(), sp, dk, rp}, kf...), nil
+	cl, err := clustered.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return append([]plugin.Plugin{container.New(), sleep.New(), sp, dk, rp, cl}, kf...), nil
 }
 
 // Options are the parts of the wiring that are not configuration.
