@@ -162,10 +162,8 @@ func Build(tc plugin.TaskContext, cfg Config) (*rayv1.RayJob, error) {
 			OwnerReferences: []metav1.OwnerReference{plugin.ControllerRef(ta)},
 		},
 		Spec: rayv1.RayJobSpec{
-			RayClusterSpec: clusterSpec,
-			// Flyte's runtime is started with the primary container's
-			// arguments, joined as Flyte joins them.
-			Entrypoint:               strings.Join(primaryArgs(base, primary), " "),
+			RayClusterSpec:           clusterSpec,
+			Entrypoint:               strings.Join(entrypoint(tc.Task, base, primary), " "),
 			ShutdownAfterJobFinishes: shutdown,
 			TTLSecondsAfterFinished:  ttl,
 			RuntimeEnvYAML:           runtimeEnv,
@@ -311,13 +309,13 @@ func (b builder) groupPod(ext *core.ExtendedResources, what string) (*corev1.Pod
 	return pod, own.Extended.GPU, nil
 }
 
-// headContainer makes the task's container (at idx) the Ray head's: Ray
-// starts it (KubeRay writes the command), its arguments go to the job's
-// entrypoint instead, and it serves Ray's ports.
+// headContainer makes the task's container (at idx) the Ray head's: KubeRay
+// makes it run `ray start`, what the task runs goes to the job's entrypoint
+// instead, and it serves Ray's ports.
 func (b builder) headContainer(spec *corev1.PodSpec, idx int) {
 	c := &spec.Containers[idx]
 	c.Name = HeadContainerName
-	c.Args = nil
+	b.toEntrypoint(c)
 	c.Env = setEnv(c.Env, append([]corev1.EnvVar{fieldEnv("MY_POD_IP", "status.podIP")}, quietLogsEnv()...)...)
 	c.Ports = append(c.Ports, rayPorts()...)
 	if s := b.cfg.LogsSidecar; s != nil {
@@ -329,7 +327,7 @@ func (b builder) headContainer(spec *corev1.PodSpec, idx int) {
 func (b builder) workerContainer(spec *corev1.PodSpec, idx int) {
 	c := &spec.Containers[idx]
 	c.Name = WorkerContainerName
-	c.Args = nil
+	b.toEntrypoint(c)
 	env := []corev1.EnvVar{
 		{Name: "RAY_DISABLE_DOCKER_CPU_WARNING", Value: "1"},
 		{Name: "TYPE", Value: "worker"},
@@ -345,6 +343,15 @@ func (b builder) workerContainer(spec *corev1.PodSpec, idx int) {
 	c.Env = setEnv(c.Env, append(env, quietLogsEnv()...)...)
 	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "ray stop"}}}}
 	c.Ports = append(c.Ports, rayPorts()...)
+}
+
+// toEntrypoint removes from a Ray container what became the job's
+// entrypoint (see entrypoint).
+func (b builder) toEntrypoint(c *corev1.Container) {
+	c.Args = nil
+	if b.tc.Task.Form == task.FormTyped {
+		c.Command = nil
+	}
 }
 
 func fieldEnv(name, path string) corev1.EnvVar {
@@ -632,9 +639,16 @@ func serviceAccount(t *task.Task, s plugin.Settings, cfg Config) string {
 	return cfg.ServiceAccount
 }
 
-func primaryArgs(pod *corev1.Pod, primary string) []string {
+// entrypoint is the Ray job's command: Flyte's runtime is started with the
+// task container's arguments (its command, if any, stays the Ray
+// container's, which KubeRay runs before `ray start`), joined as Flyte joins
+// them; a typed task's command and arguments are both the job's.
+func entrypoint(t *task.Task, pod *corev1.Pod, primary string) []string {
 	for _, c := range pod.Spec.Containers {
 		if c.Name == primary {
+			if t.Form == task.FormTyped {
+				return append(slices.Clone(c.Command), c.Args...)
+			}
 			return c.Args
 		}
 	}

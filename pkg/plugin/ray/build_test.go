@@ -249,11 +249,13 @@ func TestTypedForm(t *testing.T) {
 	if n := len(job.Spec.RayClusterSpec.WorkerGroupSpecs); n != 1 || *job.Spec.RayClusterSpec.WorkerGroupSpecs[0].Replicas != 2 || job.Spec.RuntimeEnvYAML != "pip: [x]" {
 		t.Errorf("typed RayJob = %+v", job.Spec)
 	}
-	if job.Spec.Entrypoint != "main.py --epochs 3" {
-		t.Errorf("entrypoint = %q: want the container's arguments", job.Spec.Entrypoint)
+	if job.Spec.Entrypoint != "python main.py --epochs 3" {
+		t.Errorf("entrypoint = %q: want the container's command and arguments", job.Spec.Entrypoint)
 	}
-	if c := job.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.Containers[0]; c.Name != HeadContainerName || len(c.Command) != 1 || c.Args != nil {
-		t.Errorf("head container %s: command %v, args %v", c.Name, c.Command, c.Args)
+	for _, c := range []corev1.Container{job.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.Containers[0], job.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0]} {
+		if c.Command != nil || c.Args != nil {
+			t.Errorf("%s: command %v, args %v; want neither (KubeRay would run them before ray start)", c.Name, c.Command, c.Args)
+		}
 	}
 	headOnly := mustBuild(t, typed(nil), DefaultConfig())
 	if len(headOnly.Spec.RayClusterSpec.WorkerGroupSpecs) != 0 {
@@ -525,5 +527,22 @@ func TestBuildIsPure(t *testing.T) {
 	}
 	if !reflect.DeepEqual(cfg, DefaultConfig()) {
 		t.Errorf("the configuration was modified: %+v", cfg.Defaults)
+	}
+}
+
+// TestFlyteCommand: in Flyte's form the entrypoint is the task container's
+// arguments only, and a command stays on the Ray containers (KubeRay runs it
+// before ray start), as Flyte builds it.
+func TestFlyteCommand(t *testing.T) {
+	job := mustBuild(t, rayTask(t, cluster(nil, &plugins.WorkerGroupSpec{GroupName: "w", Replicas: 1}), func(tm *core.TaskTemplate) {
+		tm.GetContainer().Command = []string{"uv", "run"}
+	}), DefaultConfig())
+	if job.Spec.Entrypoint != "a0 --inputs s3://flyte-data/flytesnacks/development/rbuild/a0/inputs.pb" {
+		t.Errorf("entrypoint %q", job.Spec.Entrypoint)
+	}
+	for _, c := range []corev1.Container{job.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec.Containers[0], job.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0]} {
+		if strings.Join(c.Command, " ") != "uv run" || c.Args != nil {
+			t.Errorf("%s: command %v, args %v", c.Name, c.Command, c.Args)
+		}
 	}
 }
