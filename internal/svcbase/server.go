@@ -15,6 +15,9 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/taskaction/executor/pkg/tracing"
 )
 
 // Options configure a Server.
@@ -36,6 +39,9 @@ type Options struct {
 	// Every, if set, runs Tick every interval while serving (housekeeping).
 	Every time.Duration
 	Tick  func(ctx context.Context)
+	// TracerProvider, when it makes spans, gives each RPC a server span
+	// continuing the caller's trace (Server.HandlerOptions); nil: none.
+	TracerProvider trace.TracerProvider
 }
 
 // compressMinBytes is the smallest response worth compressing when the client
@@ -48,6 +54,12 @@ const compressMinBytes = 1 << 10
 // requests are at most maxBytes.
 func HandlerOptions(maxBytes int) []connect.HandlerOption {
 	return []connect.HandlerOption{connect.WithReadMaxBytes(maxBytes), connect.WithCompressMinBytes(compressMinBytes)}
+}
+
+// HandlerOptions are HandlerOptions(maxBytes) with, when the server traces,
+// the interceptor that continues the caller's trace. Mount uses them.
+func (s *Server) HandlerOptions(maxBytes int) []connect.HandlerOption {
+	return append(HandlerOptions(maxBytes), tracing.HandlerOptions(s.opts.TracerProvider)...)
 }
 
 // Server serves one service.

@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	cachepb "github.com/taskaction/executor/gen/flyteidl2/cacheservice"
 	cachev2 "github.com/taskaction/executor/gen/flyteidl2/cacheservice/v2"
 	"github.com/taskaction/executor/gen/flyteidl2/cacheservice/v2/cacheservicev2connect"
+	"github.com/taskaction/executor/pkg/tracing"
 )
 
 // DefaultTimeout bounds each call: a slow or absent cache must cost a
@@ -64,6 +67,16 @@ func WithConnectOptions(opts ...connect.ClientOption) Option {
 	return func(c *client) { c.connectOpts = append(c.connectOpts, opts...) }
 }
 
+// WithTracerProvider gives each call a span, a child of the caller's, and
+// sends its trace context to the service; a provider that makes no spans
+// (or nil) adds nothing.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *client) {
+		c.tracer = tracing.NewTracer(tp, "executor/cache")
+		c.connectOpts = append(c.connectOpts, tracing.ClientOptions(tp)...)
+	}
+}
+
 // NewClient is a client of the cache service at baseURL (such as
 // http://localhost:8094, or Flyte's cache service). A nil httpClient gets DefaultHTTPClient.
 func NewClient(baseURL string, httpClient *http.Client, opts ...Option) Client {
@@ -97,6 +110,26 @@ type client struct {
 	timeout     time.Duration
 	maxAge      time.Duration
 	connectOpts []connect.ClientOption
+	tracer      tracing.Tracer
+}
+
+// Attributes of the cache spans.
+const (
+	attrProject = attribute.Key("cache.project")
+	attrDomain  = attribute.Key("cache.domain")
+	attrHit     = attribute.Key("cache.hit")
+	attrExisted = attribute.Key("cache.already_existed")
+	attrOwner   = attribute.Key("cache.reservation.owner")
+	attrHolder  = attribute.Key("cache.reservation.holder")
+)
+
+// span starts the span of a call on key; the caller ends it with tracing.End.
+func (c *client) span(ctx context.Context, name string, key Key) (context.Context, trace.Span) {
+	ctx, span := c.tracer.Start(ctx, name)
+	if span.IsRecording() {
+		span.SetAttributes(attrProject.String(key.Project), attrDomain.String(key.Domain))
+	}
+	return ctx, span
 }
 
 func (c *client) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -106,7 +139,14 @@ func (c *client) ctx(ctx context.Context) (context.Context, context.CancelFunc) 
 	return context.WithTimeout(ctx, c.timeout)
 }
 
-func (c *client) Get(ctx context.Context, key Key) (*Entry, error) {
+func (c *client) Get(ctx context.Context, key Key) (e *Entry, err error) {
+	ctx, span := c.span(ctx, "cache.Get", key)
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attrHit.Bool(e != nil))
+		}
+		tracing.End(span, err)
+	}()
 	if err := key.Validate(); err != nil {
 		return nil, fmt.Errorf("cache get: %w", err)
 	}
@@ -126,22 +166,31 @@ func (c *client) Get(ctx context.Context, key Key) (*Entry, error) {
 		// a task: treat such an entry as a failed lookup, not as a hit.
 		return nil, fmt.Errorf("cache get %s: the entry has no output URI", key)
 	}
-	e := EntryFromProto(out)
-	if c.maxAge > 0 && !e.LastUpdatedAt.IsZero() && time.Since(e.LastUpdatedAt) > c.maxAge {
+	entry := EntryFromProto(out)
+	if c.maxAge > 0 && !entry.LastUpdatedAt.IsZero() && time.Since(entry.LastUpdatedAt) > c.maxAge {
 		return nil, nil
 	}
-	return &e, nil
+	return &entry, nil
 }
 
-func (c *client) Put(ctx context.Context, key Key, e Entry) (bool, error) {
-	err := c.put(ctx, key, e, false)
+func (c *client) Put(ctx context.Context, key Key, e Entry) (existed bool, err error) {
+	ctx, span := c.span(ctx, "cache.Put", key)
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attrExisted.Bool(existed))
+		}
+		tracing.End(span, err)
+	}()
+	err = c.put(ctx, key, e, false)
 	if connect.CodeOf(err) == connect.CodeAlreadyExists {
 		return true, nil
 	}
 	return false, err
 }
 
-func (c *client) Overwrite(ctx context.Context, key Key, e Entry) error {
+func (c *client) Overwrite(ctx context.Context, key Key, e Entry) (err error) {
+	ctx, span := c.span(ctx, "cache.Overwrite", key)
+	defer func() { tracing.End(span, err) }()
 	return c.put(ctx, key, e, true)
 }
 
@@ -162,13 +211,15 @@ func (c *client) put(ctx context.Context, key Key, e Entry, overwrite bool) erro
 	return nil
 }
 
-func (c *client) Delete(ctx context.Context, key Key) error {
+func (c *client) Delete(ctx context.Context, key Key) (err error) {
+	ctx, span := c.span(ctx, "cache.Delete", key)
+	defer func() { tracing.End(span, err) }()
 	if err := key.Validate(); err != nil {
 		return fmt.Errorf("cache delete: %w", err)
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	_, err := c.rpc.Delete(ctx, connect.NewRequest(&cachev2.DeleteCacheRequest{
+	_, err = c.rpc.Delete(ctx, connect.NewRequest(&cachev2.DeleteCacheRequest{
 		BaseRequest: &cachepb.DeleteCacheRequest{Key: key.Key}, Identifier: IdentifierToProto(key)}))
 	if err != nil && connect.CodeOf(err) != connect.CodeNotFound {
 		return fmt.Errorf("cache delete %s: %w", key, err)
@@ -176,8 +227,15 @@ func (c *client) Delete(ctx context.Context, key Key) error {
 	return nil
 }
 
-func (c *client) GetOrExtendReservation(ctx context.Context, key Key, owner string, heartbeat time.Duration) (Reservation, error) {
-	err := errors.Join(key.Validate(), ValidateOwner(owner))
+func (c *client) GetOrExtendReservation(ctx context.Context, key Key, owner string, heartbeat time.Duration) (res Reservation, err error) {
+	ctx, span := c.span(ctx, "cache.GetOrExtendReservation", key)
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attrOwner.String(owner), attrHolder.String(res.Owner))
+		}
+		tracing.End(span, err)
+	}()
+	err = errors.Join(key.Validate(), ValidateOwner(owner))
 	if heartbeat < 0 {
 		err = errors.Join(err, fmt.Errorf("%w: heartbeat interval %s is negative", ErrInvalid, heartbeat))
 	}
@@ -202,13 +260,20 @@ func (c *client) GetOrExtendReservation(ctx context.Context, key Key, owner stri
 	return ReservationFromProto(r), nil
 }
 
-func (c *client) ReleaseReservation(ctx context.Context, key Key, owner string) error {
+func (c *client) ReleaseReservation(ctx context.Context, key Key, owner string) (err error) {
+	ctx, span := c.span(ctx, "cache.ReleaseReservation", key)
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attrOwner.String(owner))
+		}
+		tracing.End(span, err)
+	}()
 	if err := errors.Join(key.Validate(), ValidateOwner(owner)); err != nil {
 		return fmt.Errorf("cache release: %w", err)
 	}
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	_, err := c.rpc.ReleaseReservation(ctx, connect.NewRequest(&cachev2.ReleaseReservationRequest{
+	_, err = c.rpc.ReleaseReservation(ctx, connect.NewRequest(&cachev2.ReleaseReservationRequest{
 		BaseRequest: &cachepb.ReleaseReservationRequest{Key: key.Key, OwnerId: owner}, Identifier: IdentifierToProto(key)}))
 	if err != nil {
 		return fmt.Errorf("cache release %s for %s: %w", key, owner, err)

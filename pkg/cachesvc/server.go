@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskaction/executor/gen/flyteidl2/cacheservice/v2/cacheservicev2connect"
 	"github.com/taskaction/executor/internal/svcbase"
@@ -36,6 +37,9 @@ type ServerOptions struct {
 	// PurgeInterval is how often long-expired reservations are deleted.
 	// Default 10m; negative disables it.
 	PurgeInterval time.Duration
+	// TracerProvider, when it makes spans, continues the callers' traces
+	// with a server span per call; nil: none.
+	TracerProvider trace.TracerProvider
 }
 
 // Server serves the cache service (see svcbase for the transport).
@@ -63,9 +67,9 @@ func NewServer(store Store, opts ServerOptions) *Server {
 	svc := NewService(store, ServiceOptions{MaxAge: opts.MaxAge, Now: opts.Now, Log: opts.Log})
 	s.Server = svcbase.New(svcbase.Options{
 		Name: "cache service", Listen: opts.Listen, Log: opts.Log, ShutdownTimeout: opts.ShutdownTimeout,
-		Ping: store.Ping,
+		Ping: store.Ping, TracerProvider: opts.TracerProvider,
 		Mount: func(mux *http.ServeMux) {
-			mux.Handle(cacheservicev2connect.NewCacheServiceHandler(svc, svcbase.HandlerOptions(maxRequestBytes)...))
+			mux.Handle(cacheservicev2connect.NewCacheServiceHandler(svc, s.HandlerOptions(maxRequestBytes)...))
 		},
 		Every: opts.PurgeInterval, Tick: s.purge,
 	})

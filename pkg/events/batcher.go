@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 	"github.com/taskaction/executor/gen/flyteidl2/workflow/workflowconnect"
 	"github.com/taskaction/executor/pkg/metrics"
+	"github.com/taskaction/executor/pkg/tracing"
 )
 
 // ErrStopped is returned by Record once the Batcher has stopped, and to callers
@@ -70,6 +73,12 @@ type BatcherOptions struct {
 	// default retries a hung service fails a caller within about 20s.
 	CallTimeout time.Duration
 	Retry       RetryOptions
+	// TracerProvider, when it makes spans, gives each Record call a span
+	// (a child of the caller's) and each batch's RPC one whose parent is
+	// one of its callers' spans, linked to the others (and they to it).
+	// Nil: no spans. The client (NewClient) needs tracing.ClientOptions for
+	// the trace to reach the service.
+	TracerProvider trace.TracerProvider
 }
 
 func (o BatcherOptions) withDefaults() BatcherOptions {
@@ -117,6 +126,7 @@ type BatcherStats struct {
 type Batcher struct {
 	client workflowconnect.EventsProxyServiceClient
 	opts   BatcherOptions
+	tracer tracing.Tracer
 
 	queue   chan *pending
 	stopped chan struct{} // closed when Start's context is done
@@ -131,6 +141,7 @@ type pending struct {
 	ev       *workflow.ActionEvent
 	terminal bool       // a completion's event: its batch is not held
 	done     chan error // buffered: the sender never blocks on a caller that left
+	span     trace.Span // the Record call's; nil when not traced
 }
 
 var _ Recorder = (*Batcher)(nil)
@@ -142,6 +153,7 @@ func NewBatcher(client workflowconnect.EventsProxyServiceClient, opts BatcherOpt
 	return &Batcher{
 		client:  client,
 		opts:    opts,
+		tracer:  tracing.NewTracer(opts.TracerProvider, "executor/events"),
 		queue:   make(chan *pending, opts.QueueSize),
 		stopped: make(chan struct{}),
 		exited:  make(chan struct{}),
@@ -163,9 +175,18 @@ func (b *Batcher) Stats() BatcherStats {
 // the batch (nil), when it failed after retries or is invalid (an error: the
 // state change is not reported), or at once when ctx is done (ctx.Err()).
 // An event whose caller has gone before its batch is sent is not sent.
-func (b *Batcher) Record(ctx context.Context, ev Event) error {
+func (b *Batcher) Record(ctx context.Context, ev Event) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	var span trace.Span
+	if b.tracer.On() {
+		ctx, span = b.tracer.Start(ctx, "events.Record")
+		if span.IsRecording() {
+			span.SetAttributes(attrRun.String(ev.Run), attrAction.String(ev.Action), attrAttempt.Int64(int64(ev.Attempt)),
+				attrPhase.String(string(ev.Phase)), attrVersion.Int64(int64(ev.Version)))
+		}
+		defer func() { tracing.End(span, err) }()
 	}
 	if ev.ReportedAt.IsZero() {
 		ev.ReportedAt = time.Now()
@@ -174,7 +195,7 @@ func (b *Batcher) Record(ctx context.Context, ev Event) error {
 	if err != nil {
 		return err
 	}
-	pd := &pending{ctx: ctx, ev: p, terminal: ev.Phase.Terminal(), done: make(chan error, 1)}
+	pd := &pending{ctx: ctx, ev: p, terminal: ev.Phase.Terminal(), done: make(chan error, 1), span: span}
 	select {
 	case <-b.stopped:
 		return ErrStopped
@@ -329,7 +350,12 @@ func (b *Batcher) send(stopCtx, sendCtx context.Context, batch []*pending) {
 	b.batches.Add(1)
 	start := time.Now()
 	var err error
-	for attempt := 1; ; attempt++ {
+	var span trace.Span
+	if b.tracer.On() {
+		sendCtx, span = b.batchSpan(sendCtx, live)
+	}
+	attempt := 1
+	for ; ; attempt++ {
 		callCtx, cancel := context.WithTimeout(sendCtx, b.opts.CallTimeout)
 		_, err = b.client.Record(callCtx, connect.NewRequest(req))
 		cancel()
@@ -353,6 +379,12 @@ func (b *Batcher) send(stopCtx, sendCtx context.Context, batch []*pending) {
 		break
 	}
 	metrics.EventBatch(len(live), time.Since(start), err)
+	if span != nil {
+		if span.IsRecording() {
+			span.SetAttributes(attrCalls.Int(attempt))
+		}
+		tracing.End(span, err)
+	}
 	if err != nil {
 		b.failed.Add(1)
 		err = fmt.Errorf("recording a batch of %d events at the events service: %w", len(live), err)
@@ -360,6 +392,51 @@ func (b *Batcher) send(stopCtx, sendCtx context.Context, batch []*pending) {
 		b.events.Add(uint64(len(live)))
 	}
 	b.fail(live, err)
+}
+
+// Attributes of the events spans.
+const (
+	attrRun     = attribute.Key("flyte.run")
+	attrAction  = attribute.Key("flyte.action")
+	attrAttempt = attribute.Key("event.attempt")
+	attrPhase   = attribute.Key("event.phase")
+	attrVersion = attribute.Key("event.version")
+	attrCount   = attribute.Key("events.count")
+	attrCalls   = attribute.Key("rpc.attempts")
+)
+
+// batchSpan starts the span of a batch's RPC. Its parent is a caller's
+// Record span (a sampled one if any, so the batch is kept with it); the
+// other callers' spans are linked to it and it to them, so that each
+// TaskAction's trace leads to the call that carried its event to the
+// service, and the service's spans.
+func (b *Batcher) batchSpan(ctx context.Context, live []*pending) (context.Context, trace.Span) {
+	parent := -1
+	for i, p := range live {
+		if p.span == nil || !p.span.SpanContext().IsValid() {
+			continue
+		}
+		if parent < 0 || (!live[parent].span.SpanContext().IsSampled() && p.span.SpanContext().IsSampled()) {
+			parent = i
+		}
+	}
+	var links []trace.Link
+	for i, p := range live {
+		if i != parent && p.span != nil && p.span.SpanContext().IsValid() {
+			links = append(links, trace.Link{SpanContext: p.span.SpanContext()})
+		}
+	}
+	if parent >= 0 {
+		ctx = trace.ContextWithSpanContext(ctx, live[parent].span.SpanContext())
+	}
+	ctx, span := b.tracer.Start(ctx, "events.RecordBatch", trace.WithLinks(links...),
+		trace.WithAttributes(attrCount.Int(len(live))))
+	for i, p := range live {
+		if i != parent && p.span != nil {
+			p.span.AddLink(trace.Link{SpanContext: span.SpanContext()})
+		}
+	}
+	return ctx, span
 }
 
 func allGone(ps []*pending) bool {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskaction/executor/gen/executor/events/v2/eventsv2connect"
 	"github.com/taskaction/executor/gen/flyteidl2/workflow/workflowconnect"
@@ -22,6 +23,9 @@ type ServerOptions struct {
 	Log    logr.Logger
 	// ShutdownTimeout bounds the graceful shutdown when Run's context ends. Default 10s.
 	ShutdownTimeout time.Duration
+	// TracerProvider, when it makes spans, continues the callers' traces
+	// with a server span per call; nil: none.
+	TracerProvider trace.TracerProvider
 }
 
 // Server serves the events service (see svcbase for the transport).
@@ -42,15 +46,17 @@ func NewServer(store Store, opts ServerOptions) *Server {
 		opts.Log = logr.Discard()
 	}
 	svc := NewService(store, opts.Log)
-	return &Server{svc: svc, Server: svcbase.New(svcbase.Options{
+	s := &Server{svc: svc}
+	s.Server = svcbase.New(svcbase.Options{
 		Name: "events service", Listen: opts.Listen, Log: opts.Log, ShutdownTimeout: opts.ShutdownTimeout,
-		Ping: store.Ping,
+		Ping: store.Ping, TracerProvider: opts.TracerProvider,
 		Mount: func(mux *http.ServeMux) {
-			mux.Handle(workflowconnect.NewEventsProxyServiceHandler(svc, svcbase.HandlerOptions(maxRequestBytes)...))
-			mux.Handle(eventsv2connect.NewEventsQueryServiceHandler(svc, svcbase.HandlerOptions(1<<20)...))
+			mux.Handle(workflowconnect.NewEventsProxyServiceHandler(svc, s.HandlerOptions(maxRequestBytes)...))
+			mux.Handle(eventsv2connect.NewEventsQueryServiceHandler(svc, s.HandlerOptions(1<<20)...))
 			mux.Handle("GET /metrics", svc.metrics.handler())
 		},
 		// Shutdown waits for handlers: end the Watch streams first.
 		BeforeShutdown: svc.endWatches,
-	})}
+	})
+	return s
 }

@@ -6,8 +6,30 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/pkg/tracing"
 )
+
+// TraceWith gives the reads of a task's files (its inputs, error.pb, the
+// outputs check) a span each, a child of the caller's. Call it before the
+// Store is used; a provider that makes no spans (or nil) adds nothing.
+func (s *Store) TraceWith(tp trace.TracerProvider) {
+	s.tracer = tracing.NewTracer(tp, "executor/storage")
+}
+
+const attrURI = attribute.Key("storage.uri")
+
+// span starts the span of a read of uri; the caller ends it with tracing.End.
+func (s *Store) span(ctx context.Context, name, uri string) (context.Context, trace.Span) {
+	ctx, span := s.tracer.Start(ctx, name)
+	if span.IsRecording() {
+		span.SetAttributes(attrURI.String(uri))
+	}
+	return ctx, span
+}
 
 // File names of Flyte's task contract under an input or output prefix.
 const (
@@ -29,9 +51,12 @@ func InputsURI(inputURI string) string {
 // file is a flyteidl2.task.Inputs, whose repeated {name, value} has the wire
 // form of a LiteralMap's map (a name given twice keeps the last value).
 // ErrNotFound (wrapped) when there is no inputs file.
-func (s *Store) ReadInputs(ctx context.Context, inputURI string) (*core.LiteralMap, error) {
+func (s *Store) ReadInputs(ctx context.Context, inputURI string) (_ *core.LiteralMap, err error) {
+	uri := InputsURI(inputURI)
+	ctx, span := s.span(ctx, "storage.ReadInputs", uri)
+	defer func() { tracing.End(span, err) }()
 	m := &core.LiteralMap{}
-	if err := s.ReadProtobuf(ctx, InputsURI(inputURI), m); err != nil {
+	if err := s.ReadProtobuf(ctx, uri, m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -40,8 +65,20 @@ func (s *Store) ReadInputs(ctx context.Context, inputURI string) (*core.LiteralM
 // OutputsExist says whether the attempt wrote its outputs file under
 // outputPrefix, as Flyte requires of a succeeded attempt whose task declares
 // outputs.
-func (s *Store) OutputsExist(ctx context.Context, outputPrefix string) (bool, error) {
-	return s.Exists(ctx, join(outputPrefix, OutputsFile))
+func (s *Store) OutputsExist(ctx context.Context, outputPrefix string) (ok bool, err error) {
+	uri := join(outputPrefix, OutputsFile)
+	ctx, span := s.span(ctx, "storage.OutputsExist", uri)
+	defer func() { endExists(span, ok, err) }()
+	return s.Exists(ctx, uri)
+}
+
+const attrExists = attribute.Key("storage.exists")
+
+func endExists(span trace.Span, ok bool, err error) {
+	if span.IsRecording() && err == nil {
+		span.SetAttributes(attrExists.Bool(ok))
+	}
+	tracing.End(span, err)
 }
 
 // TaskError is the failure a task's runtime reported in error.pb, read the
@@ -76,10 +113,12 @@ func TaskErrorFromDocument(doc *core.ErrorDocument, uri string) TaskError {
 // ReadTaskError reads error.pb under outputPrefix. A missing file is a
 // recoverable SYSTEM failure (as in Flyte), not an error; only a storage
 // failure or an unreadable file is an error.
-func (s *Store) ReadTaskError(ctx context.Context, outputPrefix string) (TaskError, error) {
+func (s *Store) ReadTaskError(ctx context.Context, outputPrefix string) (_ TaskError, err error) {
 	uri := join(outputPrefix, ErrorFile)
+	ctx, span := s.span(ctx, "storage.ReadTaskError", uri)
+	defer func() { tracing.End(span, err) }()
 	doc := &core.ErrorDocument{}
-	err := s.ReadProtobuf(ctx, uri, doc)
+	err = s.ReadProtobuf(ctx, uri, doc)
 	if errors.Is(err, ErrNotFound) {
 		return TaskError{Code: CodeErrorFileNotFound, Kind: core.ExecutionError_SYSTEM, Recoverable: true,
 			Message: fmt.Sprintf("the task left no %s", uri)}, nil
@@ -92,6 +131,9 @@ func (s *Store) ReadTaskError(ctx context.Context, outputPrefix string) (TaskErr
 
 // HasTaskError says whether the attempt left an error.pb under outputPrefix:
 // a container that exits 0 with an error.pb failed (Flyte's user errors).
-func (s *Store) HasTaskError(ctx context.Context, outputPrefix string) (bool, error) {
-	return s.Exists(ctx, join(outputPrefix, ErrorFile))
+func (s *Store) HasTaskError(ctx context.Context, outputPrefix string) (ok bool, err error) {
+	uri := join(outputPrefix, ErrorFile)
+	ctx, span := s.span(ctx, "storage.HasTaskError", uri)
+	defer func() { endExists(span, ok, err) }()
+	return s.Exists(ctx, uri)
 }

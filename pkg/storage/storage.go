@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/taskaction/executor/pkg/config"
+	"github.com/taskaction/executor/pkg/tracing"
 )
 
 // ErrNotFound is wrapped by errors about objects that do not exist.
@@ -127,6 +128,8 @@ type Store struct {
 
 	mu      sync.Mutex
 	buckets map[string]*blob.Bucket // by target.id
+
+	tracer tracing.Tracer // TraceWith; off by default
 }
 
 // New is a Store for cfg; nothing is dialled until a URI is used.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/taskaction/executor/pkg/cachesvc"
 	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
 )
@@ -44,6 +46,8 @@ type Options struct {
 	MaxAge time.Duration
 	// Clock, if set, is the service's clock; else real time.
 	Clock *Clock
+	// TracerProvider, if set, traces the service (ServerOptions.TracerProvider).
+	TracerProvider trace.TracerProvider
 }
 
 // Instance is a running cache service.
@@ -71,7 +75,7 @@ func Start(t testing.TB, opts Options) *Instance {
 	// shutdown waits for a connection that has not sent its first request
 	// for up to 5s (6 with its whole-second clock), so a client that opened
 	// one just before the end made a 5s timeout fail now and then.
-	so := cachesvc.ServerOptions{Listen: "127.0.0.1:0", MaxAge: opts.MaxAge}
+	so := cachesvc.ServerOptions{Listen: "127.0.0.1:0", MaxAge: opts.MaxAge, TracerProvider: opts.TracerProvider}
 	if opts.Clock != nil {
 		so.Now = opts.Clock.Now
 	}

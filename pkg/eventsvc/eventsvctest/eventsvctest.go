@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 	"github.com/taskaction/executor/pkg/eventsvc"
 )
@@ -24,6 +26,8 @@ type Options struct {
 	Store eventsvc.Store
 	// RecordDelay slows every Record call down, e.g. to make batches pile up.
 	RecordDelay time.Duration
+	// TracerProvider, if set, traces the service (ServerOptions.TracerProvider).
+	TracerProvider trace.TracerProvider
 }
 
 // Instance is a running events service.
@@ -62,7 +66,7 @@ func Start(t testing.TB, opts Options) *Instance {
 		}
 	}
 	inst.Store = &CountingStore{Store: st}
-	server := eventsvc.NewServer(inst.Store, eventsvc.ServerOptions{Listen: "127.0.0.1:0"})
+	server := eventsvc.NewServer(inst.Store, eventsvc.ServerOptions{Listen: "127.0.0.1:0", TracerProvider: opts.TracerProvider})
 	inst.handler = inst.faults(server.Handler())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
