@@ -320,13 +320,13 @@ func (r *Reconciler) describe(ctx context.Context, p plugin.Plugin, tc plugin.Ta
 		return res, nil
 	}
 	if res.Holder == holderUs {
-		obs, err := p.Observe(ctx, objectReader{obj}, tc)
+		obs, err := p.Observe(ctx, objectReader{obj: obj, pods: r.Client}, tc)
 		if err != nil {
 			return res, fmt.Errorf("observe %s: %w", res.Name, err)
 		}
 		res.Obs = obs
-		if links := obs.Logs; len(links) > 0 {
-			res.Logs = func() attemptLogs { return attemptLogs{Links: links} }
+		if links, lc := obs.Logs, obs.LogContext; len(links) > 0 || lc != nil {
+			res.Logs = func() attemptLogs { return attemptLogs{Links: links, Context: lc} }
 		} else if pod, ok := obj.(*corev1.Pod); ok {
 			// Rendered when an event needs them (most reconciles send none).
 			ta, t, attempt := tc.TaskAction, tc.Task, uint32(max(tc.Attempt, 1))
@@ -551,10 +551,19 @@ func (r *Reconciler) askCache(ctx context.Context, w World) cacheAnswer {
 // objectReader serves one already-read object, so that the plugin observes
 // exactly the object the reconciler classified. It is not copied (a copy per
 // reconcile was a large share of the executor's allocations): the plugin only
-// reads it.
-type objectReader struct{ obj client.Object }
+// reads it. An engine plugin may also read pods (its operator's pods carry the
+// executor's label, so the pod cache holds them): those reads go to the
+// informer cache, never to the API server; anything else is not served (a
+// read of another kind would start an informer of every such object).
+type objectReader struct {
+	obj  client.Object
+	pods client.Reader
+}
 
-func (o objectReader) Get(_ context.Context, key client.ObjectKey, out client.Object, _ ...client.GetOption) error {
+func (o objectReader) Get(ctx context.Context, key client.ObjectKey, out client.Object, opts ...client.GetOption) error {
+	if _, ok := out.(*corev1.Pod); ok && o.pods != nil && reflect.TypeOf(o.obj) != reflect.TypeOf(out) {
+		return o.pods.Get(ctx, key, out, opts...)
+	}
 	if key.Name != o.obj.GetName() || key.Namespace != o.obj.GetNamespace() || reflect.TypeOf(out) != reflect.TypeOf(o.obj) {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: strings.ToLower(reflect.TypeOf(out).Elem().Name()) + "s"}, key.Name)
 	}
@@ -562,8 +571,11 @@ func (o objectReader) Get(_ context.Context, key client.ObjectKey, out client.Ob
 	return nil
 }
 
-func (o objectReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
-	return errors.New("objectReader serves one object")
+func (o objectReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*corev1.PodList); ok && o.pods != nil {
+		return o.pods.List(ctx, list, opts...)
+	}
+	return errors.New("objectReader serves the attempt's object and pods only")
 }
 
 // launchClient is the client a plugin launches with: writes go to the API

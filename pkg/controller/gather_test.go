@@ -251,3 +251,32 @@ func TestCacheVersionIsTheSpecsCacheKey(t *testing.T) {
 		}
 	}
 }
+
+// An engine plugin observes its object and may read pods (from the cache);
+// it is served nothing else.
+func TestObjectReaderServesTheObjectAndPods(t *testing.T) {
+	r := newRig(t, 0)
+	ctx := context.Background()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job-0-worker-0"}}
+	if err := r.store.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	job := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job-0"}}
+	o := objectReader{obj: job, pods: r.store}
+	if err := o.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "job-0"}, &corev1.ConfigMap{}); err != nil {
+		t.Errorf("the attempt's object: %v", err)
+	}
+	if err := o.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "other"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("another object of its kind: %v, want not found", err)
+	}
+	if err := o.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}); err != nil {
+		t.Errorf("a pod: %v", err)
+	}
+	pl := &corev1.PodList{}
+	if err := o.List(ctx, pl, client.InNamespace("ns")); err != nil || len(pl.Items) != 1 {
+		t.Errorf("pods listed: %d, %v", len(pl.Items), err)
+	}
+	if err := o.List(ctx, &corev1.ConfigMapList{}); err == nil {
+		t.Error("a list of another kind was served")
+	}
+}

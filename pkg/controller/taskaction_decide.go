@@ -105,7 +105,7 @@ func (d decider) recordLaunch(p *Plan, w World, now time.Time, attempt uint32) {
 	default:
 		return
 	}
-	d.report(p, w, now, launchedQueued(attempt, created))
+	d.report(p, w, now, launchedQueued(attempt, w.Pod.Name, created))
 }
 
 // releaseHold is how long a deleted TaskAction is held back: one created and
@@ -183,7 +183,7 @@ func (d decider) task(p *Plan, w World, now time.Time) {
 		// counted like any other. Its QUEUED goes with it: the same event as
 		// at the launch (skipped if that one was acknowledged), so that no
 		// history entry is without its event.
-		d.report(p, w, now, launchedQueued(attempt, u.Created))
+		d.report(p, w, now, launchedQueued(attempt, w.Pod.Name, u.Created))
 		s.Pod = u.Pod
 	}
 	switch {
@@ -326,15 +326,17 @@ func notStarted(ph plugin.Phase) bool {
 	return ph == plugin.PhaseQueued || ph == plugin.PhaseInitializing || ph == plugin.PhaseWaitingForResources || ph == plugin.PhaseNotStarted
 }
 
-// podCreated is the Queued transition of an attempt's new pod: the same,
-// whenever it is computed, so a re-sent event is the same event.
+// podCreated is the Queued transition of an attempt's new object (a pod, an
+// engine's job): the same, whenever it is computed, so a re-sent event is the
+// same event.
 func podCreated(w World) transition {
-	return launchedQueued(max(w.TA.Status.Attempts, 1), w.Pod.Created)
+	return launchedQueued(max(w.TA.Status.Attempts, 1), w.Pod.Name, w.Pod.Created)
 }
 
-// launchedQueued is the Queued transition of attempt's pod created at created.
-func launchedQueued(attempt uint32, created time.Time) transition {
-	return transition{attempt: attempt, phase: plugin.PhaseQueued, message: "pod created", at: created, podCreated: true}
+// launchedQueued is the Queued transition of attempt's object name, created
+// at created.
+func launchedQueued(attempt uint32, name string, created time.Time) transition {
+	return transition{attempt: attempt, phase: plugin.PhaseQueued, message: name + " created", at: created, podCreated: true}
 }
 
 // deferQueued holds back the Queued status of a new pod for QueuedDelay after

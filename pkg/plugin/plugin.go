@@ -96,6 +96,10 @@ type Observation struct {
 	// a pod (an engine's dashboard, its replicas' pods); a pod's links are
 	// rendered by the reconciler from the plugins.logs configuration.
 	Logs []*core.TaskLog
+	// LogContext names the pods and containers that hold the attempt's logs,
+	// for a plugin whose object is not a pod (a pod's is built by the
+	// reconciler).
+	LogContext *core.LogContext
 }
 
 // Settings are the executor-wide values plugins need.
@@ -173,9 +177,10 @@ type Plugin interface {
 	// Launch starts the attempt. It must be idempotent: launching what already
 	// exists is success. A *LaunchError says the attempt failed to launch.
 	Launch(ctx context.Context, c client.Client, tc TaskContext) error
-	// Observe reads the attempt's state from r (normally the informer cache).
-	// What r hands out may share its fields with the cache: it is read, never
-	// modified.
+	// Observe reads the attempt's state from r (normally the informer cache):
+	// the attempt's object, and pods (an engine's, which its operator labels
+	// as the executor's). What r hands out may share its fields with the
+	// cache: it is read, never modified.
 	Observe(ctx context.Context, r client.Reader, tc TaskContext) (Observation, error)
 	// Finalize releases what the plugin holds once the TaskAction is done.
 	Finalize(ctx context.Context, c client.Client, tc TaskContext) error
