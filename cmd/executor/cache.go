@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/taskaction/executor/pkg/cachesvc"
+	"github.com/taskaction/executor/pkg/tracing"
 )
 
 // cachePostgresDSNEnv is read when --postgres-dsn is not given: a DSN usually
@@ -36,9 +37,19 @@ func newCacheServiceCommand(g *globalFlags) *cobra.Command {
 			if dsn == "" {
 				dsn = os.Getenv(cachePostgresDSNEnv)
 			}
+			// The configuration's otel section, as the executor reads it.
+			cfg, err := g.loadConfig(cmd.Flags())
+			if err != nil {
+				return err
+			}
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&g.zap)))
 			log := ctrl.Log.WithName("cache-service")
 			ctx := cmd.Context()
+			traces, stopTracing, err := serviceTracing(ctx, cfg.Otel, tracing.ServiceCache, log)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 			store, err := cachesvc.OpenStore(openCtx, cachesvc.StoreConfig{DataDir: dataDir, PostgresDSN: dsn})
 			cancel()
@@ -50,7 +61,8 @@ func newCacheServiceCommand(g *globalFlags) *cobra.Command {
 			} else {
 				log.Info("cache store open", "backend", "sqlite", "file", filepath.Join(dataDir, cachesvc.SQLiteFile))
 			}
-			srv := cachesvc.NewServer(store, cachesvc.ServerOptions{Listen: listen, Log: log, MaxAge: maxAge, ShutdownTimeout: shutdown})
+			srv := cachesvc.NewServer(store, cachesvc.ServerOptions{Listen: listen, Log: log, MaxAge: maxAge, ShutdownTimeout: shutdown,
+				TracerProvider: traces.Provider(tracing.ServiceCache)})
 			return errors.Join(srv.Run(ctx), store.Close())
 		},
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/eventsvc"
+	"github.com/taskaction/executor/pkg/tracing"
 )
 
 // postgresDSNEnv lets the DSN (which may hold a password) stay off the command line.
@@ -38,12 +39,22 @@ func newEventsServiceCommand(g *globalFlags) *cobra.Command {
 		Short: "Run the events service: stores the executor's action events (SQLite, or PostgreSQL with --postgres-dsn)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The configuration's otel section, as the executor reads it.
+			cfg, err := g.loadConfig(cmd.Flags())
+			if err != nil {
+				return err
+			}
 			log := zap.New(zap.UseFlagOptions(&g.zap)).WithName("events-service")
 			if dsn == "" {
 				dsn = os.Getenv(postgresDSNEnv)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			traces, stopTracing, err := serviceTracing(ctx, cfg.Otel, tracing.ServiceEvents, log)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			store, err := eventsvc.OpenStore(ctx, eventsvc.StoreConfig{DataDir: dataDir, PostgresDSN: dsn})
 			if err != nil {
 				return err
@@ -54,7 +65,8 @@ func newEventsServiceCommand(g *globalFlags) *cobra.Command {
 			} else {
 				log.Info("storing events in SQLite", "file", dataDir+"/"+eventsvc.SQLiteFile)
 			}
-			return eventsvc.NewServer(store, eventsvc.ServerOptions{Listen: listen, Log: log}).Run(ctx)
+			return eventsvc.NewServer(store, eventsvc.ServerOptions{Listen: listen, Log: log,
+				TracerProvider: traces.Provider(tracing.ServiceEvents)}).Run(ctx)
 		},
 	}
 	f := cmd.Flags()

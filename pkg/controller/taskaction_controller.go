@@ -39,6 +39,7 @@ import (
 	"github.com/taskaction/executor/pkg/storage"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
+	"github.com/taskaction/executor/pkg/tracing"
 )
 
 // BlobStore is what the reconciler reads from blob storage (storage.Store).
@@ -102,6 +103,8 @@ type Reconciler struct {
 	Options    Options
 	// Clock is the one clock of decisions and of the plugins' observations.
 	Clock clock.PassiveClock
+	// Tracer makes a span of each reconcile (off: the zero value).
+	Tracer tracing.Tracer
 
 	taWrites       *writeOrder
 	taReleased     *released
@@ -143,7 +146,9 @@ func (r *Reconciler) decider() decider {
 }
 
 // Reconcile gathers, decides and applies for one TaskAction.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	ctx, span := r.Tracer.StartReconcile(ctx, req.Namespace, req.Name)
+	defer func() { span.End(res.RequeueAfter, err) }()
 	ta := &flytev1.TaskAction{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ta); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -207,12 +212,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if plan.Launch || plan.Populate != nil {
 		return ctrl.Result{}, fmt.Errorf("internal error: the decision for %s did not settle", req.NamespacedName)
 	}
-	res, err := r.apply(ctx, w, p, plan)
+	if span != nil {
+		span.Decided(plan.Status.Attempts, plan.Status.PluginPhase, eventPhases(plan.Events))
+	}
+	res, err = r.apply(ctx, w, p, plan)
 	if err == nil && r.taWrites.takeMissed(req.NamespacedName) {
 		// An event taken for our write was another's: look again.
 		res.RequeueAfter = wakeSoon
 	}
 	return res, err
+}
+
+// eventPhases names the events of a plan, for its reconcile's span.
+func eventPhases(evs []events.Event) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = string(ev.Phase)
+	}
+	return out
 }
 
 // pressureMemory is how long saturation counts after it was last seen. Under

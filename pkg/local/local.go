@@ -32,6 +32,7 @@ import (
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/eventsvc"
 	"github.com/taskaction/executor/pkg/setup"
+	"github.com/taskaction/executor/pkg/tracing"
 )
 
 // DefaultDataDir is where state lives unless told otherwise.
@@ -77,6 +78,8 @@ type Options struct {
 	// Out receives the human-readable output; default os.Stdout.
 	Out io.Writer
 	Log logr.Logger
+
+	traces *tracing.Exporter // the otel section's, shared by the executor and the services
 }
 
 // Run brings everything up, prints ReadyLine and serves until ctx ends (or,
@@ -97,6 +100,19 @@ func Run(ctx context.Context, o Options) (err error) {
 		cfg.Storage = StorageConfig(o.DataDir)
 	}
 
+	if o.Setup.TracerProvider == nil {
+		// One exporter (one file) for the executor and the services of this
+		// process, flushed once everything has stopped.
+		if o.traces, err = tracing.Open(ctx, cfg.Otel); err != nil {
+			return fmt.Errorf("tracing: %w", err)
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = o.traces.Shutdown(sctx)
+		}()
+		o.Setup.TracerProvider = o.traces.Provider(tracing.ServiceExecutor)
+	}
 	services, err := builtinServices(o)
 	if err != nil {
 		return err
@@ -273,7 +289,8 @@ func builtinServices(o Options) ([]Service, error) {
 				return err
 			}
 			defer func() { _ = store.Close() }()
-			return eventsvc.NewServer(store, eventsvc.ServerOptions{Listen: addr, Log: log}).Run(ctx)
+			return eventsvc.NewServer(store, eventsvc.ServerOptions{Listen: addr, Log: log,
+				TracerProvider: o.traces.Provider(tracing.ServiceEvents)}).Run(ctx)
 		}})
 	}
 	cacheAddr, local, err := localAddr(o.Config.CacheServiceURL)
@@ -288,7 +305,8 @@ func builtinServices(o Options) ([]Service, error) {
 				return err
 			}
 			defer func() { _ = store.Close() }()
-			return cachesvc.NewServer(store, cachesvc.ServerOptions{Listen: cacheAddr, Log: log}).Run(ctx)
+			return cachesvc.NewServer(store, cachesvc.ServerOptions{Listen: cacheAddr, Log: log,
+				TracerProvider: o.traces.Provider(tracing.ServiceCache)}).Run(ctx)
 		}})
 	}
 	return out, nil

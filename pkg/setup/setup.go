@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,6 +47,7 @@ import (
 	"github.com/taskaction/executor/pkg/storage"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
+	"github.com/taskaction/executor/pkg/tracing"
 	"github.com/taskaction/executor/pkg/webhook"
 )
 
@@ -118,6 +120,9 @@ type Options struct {
 	SkipNameValidation bool
 	// Webhook holds the webhooks' hooks (an extra TaskAction validator).
 	Webhook webhook.Options
+	// TracerProvider replaces the one made from cfg.Otel (tests, `executor
+	// local`, whose services share it); its owner shuts it down.
+	TracerProvider trace.TracerProvider
 }
 
 // Registry returns the built-in plugins configured by cfg: the container
@@ -140,11 +145,26 @@ func Registry(cfg config.Config) (*plugin.Registry, error) {
 }
 
 // Setup builds the manager from cfg and restCfg. It does not start it.
-func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manager, error) {
+func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (_ manager.Manager, err error) {
+	// Traces as cfg.Otel says, unless the caller brings its provider; ours
+	// is flushed and closed when the manager stops (or Setup fails).
+	var exp *tracing.Exporter
+	if opts.TracerProvider == nil {
+		if exp, err = tracing.Open(context.Background(), cfg.Otel); err != nil {
+			return nil, fmt.Errorf("tracing: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				_ = exp.Shutdown(context.Background())
+			}
+		}()
+		opts.TracerProvider = exp.Provider(tracing.ServiceExecutor)
+	}
 	restCfg = rest.CopyConfig(restCfg)
 	restCfg.QPS = cfg.KubeAPIQPS
 	restCfg.Burst = cfg.KubeAPIBurst
 	metrics.InstrumentRESTConfig(restCfg)
+	tracing.InstrumentRESTConfig(restCfg, opts.TracerProvider)
 
 	tlsOpts := []func(*tls.Config){}
 	if !cfg.EnableHTTP2 {
@@ -189,6 +209,11 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (manager.Manag
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create controller manager: %w", err)
+	}
+	if exp.Enabled() {
+		if err := mgr.Add(exp.ShutdownOnStop(mgr.GetLogger().WithName("tracing"))); err != nil {
+			return nil, fmt.Errorf("add the tracing shutdown: %w", err)
+		}
 	}
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -245,8 +270,8 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options, setting
 	}
 	rec := opts.Recorder
 	if rec == nil {
-		b := events.NewBatcher(events.NewClient(cfg.EventsServiceURL, events.DefaultHTTPClient()),
-			events.BatcherOptions{Saturated: controller.UnderPressure})
+		b := events.NewBatcher(events.NewClient(cfg.EventsServiceURL, events.DefaultHTTPClient(), tracing.ClientOptions(opts.TracerProvider)...),
+			events.BatcherOptions{Saturated: controller.UnderPressure, TracerProvider: opts.TracerProvider})
 		if err := mgr.Add(b); err != nil {
 			return fmt.Errorf("add events batcher: %w", err)
 		}
@@ -257,12 +282,13 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options, setting
 	}
 	cc := opts.Cache
 	if cc == nil {
-		cc = cache.NewClient(cfg.CacheServiceURL, cache.DefaultHTTPClient())
+		cc = cache.NewClient(cfg.CacheServiceURL, cache.DefaultHTTPClient(), cache.WithTracerProvider(opts.TracerProvider))
 	}
 	store, err := storage.New(cfg.Storage)
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
+	store.TraceWith(opts.TracerProvider)
 	logs, err := tasklog.New(cfg.TaskLogs)
 	if err != nil {
 		return fmt.Errorf("task logs: %w", err)
@@ -276,6 +302,7 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options, setting
 		Registry:   reg,
 		Recorder:   rec,
 		KubeEvents: mgr.GetEventRecorder("taskaction-controller"),
+		Tracer:     tracing.NewTracer(opts.TracerProvider, "executor/controller"),
 		Options: controller.Options{
 			Cluster:              cfg.Cluster,
 			MaxSystemFailures:    int32(cfg.MaxSystemFailures),
