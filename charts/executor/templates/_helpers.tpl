@@ -123,7 +123,7 @@ namespaceSelector:
 {{- end }}
 {{- end }}
 
-{{/* The rules on TaskActions, pods, ConfigMaps and events (config/rbac/role.yaml's ClusterRole, without the webhook's). */}}
+{{/* The rules on TaskActions, pods, ConfigMaps, events and the engines' objects (config/rbac/role.yaml's ClusterRole, without the webhook's). */}}
 {{- define "executor.rules.workload" }}
 - apiGroups: [""]
   resources: [pods]
@@ -144,4 +144,21 @@ namespaceSelector:
 - apiGroups: [flyte.org]
   resources: [taskactions/status]
   verbs: [patch]
+# The engine plugins' objects (docs/engines): watched only once a task needs
+# them and the cluster serves them.
+- apiGroups: [jobset.x-k8s.io]
+  resources: [jobsets]
+  verbs: [create, delete, get, list, watch]
+- apiGroups: [kubeflow.org]
+  resources: [mpijobs, pytorchjobs, tfjobs]
+  verbs: [create, delete, get, list, watch]
+- apiGroups: [kubernetes.dask.org]
+  resources: [daskjobs]
+  verbs: [create, delete, get, list, watch]
+- apiGroups: [ray.io]
+  resources: [rayjobs]
+  verbs: [create, delete, get, list, watch]
+- apiGroups: [sparkoperator.k8s.io]
+  resources: [sparkapplications]
+  verbs: [create, delete, get, list, watch]
 {{- end }}
