@@ -377,6 +377,7 @@ func TestLoadSamples(t *testing.T) {
 	done(got["cached"], flytev1.ConditionSucceeded, flytev1.ReasonCompleted, 1, flytev1.CachePopulated)
 	done(got["cached-again"], flytev1.ConditionSucceeded, flytev1.ReasonCompleted, 1, flytev1.CacheHit)
 	done(got["flyte-run-a0"], flytev1.ConditionSucceeded, flytev1.ReasonCompleted, 1, flytev1.CacheDisabled)
+	done(got["nap"], flytev1.ConditionSucceeded, flytev1.ReasonCompleted, 1, flytev1.CacheDisabled)
 	table, finished, bad := demoTable(samples, now)
 	if !finished || len(bad) > 0 {
 		t.Errorf("all as expected: done %v bad %v\n%s", finished, bad, table)
