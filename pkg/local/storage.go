@@ -1,6 +1,7 @@
 package local
 
 import (
+	"reflect"
 	"strings"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
@@ -32,9 +33,10 @@ func StorageConfig(dataDir string) config.StorageConfig {
 func BucketURI(string) string { return "file://" + BucketDir }
 
 // StorageConfigured says whether a storage section was given (anything
-// beyond the defaults): `executor local` keeps it then.
+// beyond the defaults, which are Flyte's: S3 with no bucket): `executor
+// local` keeps it then.
 func StorageConfigured(c config.StorageConfig) bool {
-	return c.Type != "" || c.Stow.Kind != "" || len(c.Schemes) > 0
+	return !reflect.DeepEqual(c, config.Default().Storage)
 }
 
 // RebaseSample moves a sample's inputUri and runOutputBase into the bucket

@@ -64,7 +64,9 @@ func TestRebaseSample(t *testing.T) {
 	if bad.Spec.InputURI != "not a uri" || bad.Spec.RunOutputBase != "" {
 		t.Fatalf("an unparsable URI must be left alone: %q %q", bad.Spec.InputURI, bad.Spec.RunOutputBase)
 	}
-	if local.StorageConfigured(config.StorageConfig{}) || !local.StorageConfigured(local.StorageConfig("/data")) {
+	// Flyte's defaults (S3, no bucket) are no storage section: the local
+	// bucket is used then.
+	if local.StorageConfigured(config.Default().Storage) || !local.StorageConfigured(local.StorageConfig("/data")) {
 		t.Fatal("StorageConfigured")
 	}
 }
