@@ -48,7 +48,7 @@ func TestDefaults(t *testing.T) {
 		{"createContainerGracePeriod", d.CreateContainerGracePeriod.Duration, 3 * time.Minute},
 		{"queuedStatusDelay", d.QueuedStatusDelay.Duration, 5 * time.Second},
 		{"saturatedStatusDelay", d.SaturatedStatusDelay.Duration, 5 * time.Minute},
-		{"executingStatusDelay", d.ExecutingStatusDelay.Duration, 10 * time.Second},
+		{"executingStatusDelay", d.ExecutingStatusDelay.Duration, 30 * time.Second},
 		{"maxSystemFailures", d.MaxSystemFailures, 3},
 		{"maxConcurrentReconciles", d.MaxConcurrentReconciles, 64},
 		{"requeueDuration", d.RequeueDuration.Duration, 10 * time.Second},

@@ -49,9 +49,12 @@ const (
 	// queued under load.
 	MaxSaturatedStatusDelay = 30 * time.Minute
 	// DefaultExecutingStatusDelay: under saturation, a task that ends within
-	// it (the bench's run 2s) costs no Executing write; a longer one shows
-	// as running in Flyte's UI at most this late.
-	DefaultExecutingStatusDelay = 10 * time.Second
+	// it costs no Executing write; a longer one shows as running in Flyte's
+	// UI at most this late. Measured (docs/benchmark.md, session 14): on the
+	// bench's saturated rig a "2 s" pod runs 10–30 s (kwok's backlog), so at
+	// 10s nearly every TaskAction paid the write (3.00 requests each, 0.62×
+	// the floor), at 30s none (2.00, 0.70×, as before the write existed).
+	DefaultExecutingStatusDelay = 30 * time.Second
 	// MaxExecutingStatusDelay bounds how late, under load, Flyte's API may
 	// show a running action as running.
 	MaxExecutingStatusDelay = time.Minute
