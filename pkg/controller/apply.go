@@ -85,13 +85,13 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 			}
 		}
 	}
-	if plan.RemoveFinalizer && p != nil && controllerutil.ContainsFinalizer(ta, Finalizer) {
+	if plan.RemoveFinalizer && p != nil && controllerutil.ContainsFinalizer(ta, flytev1.Finalizer) {
 		if err := p.Finalize(ctx, r.Client, r.taskContext(ta, w.Task, max(ta.Status.Attempts, 1), r.Clock.Now())); err != nil {
 			return ctrl.Result{}, fmt.Errorf("finalize: %w", err)
 		}
 	}
 	if plan.RemoveFinalizer {
-		err := r.patchMeta(ctx, ta, func(o *flytev1.TaskAction) { controllerutil.RemoveFinalizer(o, Finalizer) })
+		err := r.patchMeta(ctx, ta, func(o *flytev1.TaskAction) { controllerutil.RemoveFinalizer(o, flytev1.Finalizer) })
 		if err != nil && !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 		}

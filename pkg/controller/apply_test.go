@@ -359,7 +359,7 @@ func (r *rig) run(sc scenario) outcome {
 		if c := meta.FindStatusCondition(cur.Status.Conditions, flytev1.ConditionProgressing); c != nil {
 			reason = c.Reason
 		}
-		if IsTerminal(cur) && cur.DeletionTimestamp.IsZero() {
+		if cur.Status.IsTerminal() && cur.DeletionTimestamp.IsZero() {
 			// The whole life: the garbage collector deletes it once it has ended.
 			ended, sys = summary(cur), cur.Status.SystemFailures
 			if err := r.store.Delete(ctx, cur); err != nil {
@@ -386,7 +386,7 @@ func summary(ta *flytev1.TaskAction) string {
 	}
 	return fmt.Sprintf("attempts=%d phase=%s v=%d cache=%s history=%s error=%s conds=%s labels=%s pods=%v",
 		st.Attempts, st.PluginPhase, st.PluginPhaseVersion, st.CacheStatus, history(st), es, strings.Join(conds, ";"),
-		ta.Labels[TerminationStatusLabel], len(st.PluginState))
+		ta.Labels[flytev1.TerminationStatusLabel], len(st.PluginState))
 }
 
 // TestCrashAtEveryWrite: for a success, a retry, a system failure and an
@@ -468,7 +468,7 @@ func TestEvidenceKeptUntilTheDecisionIsDurable(t *testing.T) {
 		if _, ok := r.pod("hello-0"); !ok {
 			t.Fatal("the pod was deleted before its failure was reported")
 		}
-		if cur, _ := r.ta(); IsTerminal(cur) {
+		if cur, _ := r.ta(); cur.Status.IsTerminal() {
 			t.Fatal("the failure was persisted before it was reported")
 		}
 	}
@@ -479,7 +479,7 @@ func TestEvidenceKeptUntilTheDecisionIsDurable(t *testing.T) {
 	if _, ok := r.pod("hello-0"); ok {
 		t.Error("the stuck pod was kept after its failure was recorded")
 	}
-	if cur, _ := r.ta(); !IsTerminal(cur) || cur.Status.ErrorState.Code != "InvalidImageName" {
+	if cur, _ := r.ta(); !cur.Status.IsTerminal() || cur.Status.ErrorState.Code != "InvalidImageName" {
 		t.Errorf("status = %+v", cur.Status)
 	}
 }

@@ -82,8 +82,8 @@ func TestConditionAction(t *testing.T) {
 	sig := paused.DeepCopy()
 	sig.Status.SignalValue, sig.Status.SignalledBy, sig.Status.SignalledAt = []byte{1}, "alice", &signalled
 	p = testDecider.decide(World{TA: sig, ConditionTimeout: time.Hour}, t0.Add(time.Minute))
-	if len(p.Events) != 0 || findReason(p.Status.Conditions, flytev1.ConditionSucceeded) != flytev1.ReasonSignaled || !isTerminalStatus(&p.Status) {
-		t.Errorf("signalled: events %s conditions %+v finish %v", evs(p.Events), p.Status.Conditions, isTerminalStatus(&p.Status))
+	if len(p.Events) != 0 || findReason(p.Status.Conditions, flytev1.ConditionSucceeded) != flytev1.ReasonSignaled || !p.Status.IsTerminal() {
+		t.Errorf("signalled: events %s conditions %+v finish %v", evs(p.Events), p.Status.Conditions, p.Status.IsTerminal())
 	}
 	if string(p.Status.SignalValue) != "\x01" || p.Status.SignalledBy != "alice" {
 		t.Errorf("the signal was not kept: %+v", p.Status)

@@ -117,12 +117,12 @@ func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now tim
 		w.Unrecorded = r.launches.get(client.ObjectKeyFromObject(ta), ta.UID, attempt)
 	}
 	w.Saturated = r.saturated()
-	if controllerutil.ContainsFinalizer(ta, Finalizer) && attempt > 1 {
+	if controllerutil.ContainsFinalizer(ta, flytev1.Finalizer) && attempt > 1 {
 		if w.Others, err = r.earlierAttempts(ctx, p, ta, t, attempt, now); err != nil {
 			return w, p, err
 		}
 	}
-	if IsTerminal(ta) || !ta.DeletionTimestamp.IsZero() || w.SpecErr != nil {
+	if ta.Status.IsTerminal() || !ta.DeletionTimestamp.IsZero() || w.SpecErr != nil {
 		return w, p, nil
 	}
 	if w.RuntimeError, err = r.readRuntimeError(ctx, ta, t, w.Pod, attempt); err != nil {
@@ -458,7 +458,7 @@ func (r *Reconciler) duplicateOf(ctx context.Context, p plugin.Plugin, ta *flyte
 			continue
 		}
 		sameSecond := o.CreationTimestamp.Unix() == ta.CreationTimestamp.Unix()
-		running := o.DeletionTimestamp.IsZero() && !IsTerminal(o)
+		running := o.DeletionTimestamp.IsZero() && !o.Status.IsTerminal()
 		if running || sameSecond {
 			return &twin{Name: o.Namespace + "/" + o.Name, SameSecond: sameSecond}, nil
 		}
@@ -477,7 +477,7 @@ func cameFirst(a *flytev1.TaskAction, aStarted bool, b *flytev1.TaskAction, bSta
 // refusedAsDuplicate says whether ta was refused as another's duplicate.
 func refusedAsDuplicate(ta *flytev1.TaskAction) bool {
 	es := ta.Status.ErrorState
-	return es != nil && es.Code == CodeDuplicateAction && IsTerminal(ta)
+	return es != nil && es.Code == CodeDuplicateAction && ta.Status.IsTerminal()
 }
 
 // hasStarted says whether the status shows that ta has run (or reported).

@@ -26,7 +26,7 @@ var testDecider = decider{Cluster: "c1", MaxSystemFailures: 3, Backoff: 10 * tim
 func newTA(retries int32) *flytev1.TaskAction {
 	return &flytev1.TaskAction{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hello", UID: "ta-uid", CreationTimestamp: metav1.NewTime(t0),
-			Finalizers: []string{Finalizer}},
+			Finalizers: []string{flytev1.Finalizer}},
 		Spec: flytev1.TaskActionSpec{
 			RunName: "run1", Project: "p", Domain: "d", ActionName: "hello", TaskType: "container",
 			InputURI: "s3://b/run1/hello/inputs.pb", RunOutputBase: "s3://b/run1",
@@ -76,8 +76,8 @@ func evicted(at time.Time) plugin.Observation {
 func applied(ta *flytev1.TaskAction, p Plan) *flytev1.TaskAction {
 	out := ta.DeepCopy()
 	out.Status = *p.Status.DeepCopy()
-	if p.AddFinalizer && !hasString(out.Finalizers, Finalizer) {
-		out.Finalizers = append(out.Finalizers, Finalizer)
+	if p.AddFinalizer && !hasString(out.Finalizers, flytev1.Finalizer) {
+		out.Finalizers = append(out.Finalizers, flytev1.Finalizer)
 	}
 	if p.RemoveFinalizer {
 		out.Finalizers = nil

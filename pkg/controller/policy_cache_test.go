@@ -64,8 +64,8 @@ func TestCachePopulatedAfterSuccess(t *testing.T) {
 			}
 			w.Put = &putOutcome{Err: tc.put}
 			p = testDecider.decide(w, t0.Add(time.Minute))
-			if p.Status.CacheStatus != tc.want || evs(p.Events) != "1:SUCCEEDED:v37" || !isTerminalStatus(&p.Status) {
-				t.Errorf("cacheStatus %s, events %s, finish %v", p.Status.CacheStatus, evs(p.Events), isTerminalStatus(&p.Status))
+			if p.Status.CacheStatus != tc.want || evs(p.Events) != "1:SUCCEEDED:v37" || !p.Status.IsTerminal() {
+				t.Errorf("cacheStatus %s, events %s, finish %v", p.Status.CacheStatus, evs(p.Events), p.Status.IsTerminal())
 			}
 		})
 	}

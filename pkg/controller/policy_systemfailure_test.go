@@ -43,7 +43,7 @@ func TestSystemFailureCeilingReachedByPodsThatRan(t *testing.T) {
 		ta = applied(ta, testDecider.decide(w, now))
 		p := testDecider.decide(worldOf(t, ta, ours(uid, now, deletedWhileRunning(now.Add(time.Second)))), now.Add(time.Second))
 		ta = applied(ta, p)
-		if IsTerminal(ta) {
+		if ta.Status.IsTerminal() {
 			if try != 4 || ta.Status.ErrorState.Code != CodeMaxSystemFailuresExceeded {
 				t.Fatalf("ended after try %d with %+v, want MaxSystemFailuresExceeded after the 4th", try, ta.Status.ErrorState)
 			}
@@ -80,7 +80,7 @@ func TestEvictedAfterRunningReachesTheCeiling(t *testing.T) {
 		ta = applied(ta, testDecider.decide(w, now))
 		ta = applied(ta, testDecider.decide(worldOf(t, ta, ours(uid, now, running(now.Add(time.Second)))), now.Add(time.Second)))
 		ta = applied(ta, testDecider.decide(worldOf(t, ta, ours(uid, now, evicted(now.Add(time.Minute)))), now.Add(time.Minute)))
-		if IsTerminal(ta) {
+		if ta.Status.IsTerminal() {
 			if try != 4 || ta.Status.ErrorState.Code != CodeMaxSystemFailuresExceeded {
 				t.Fatalf("ended after try %d with %+v, want MaxSystemFailuresExceeded after the 4th", try, ta.Status.ErrorState)
 			}

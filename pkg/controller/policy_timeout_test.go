@@ -58,7 +58,7 @@ func TestTimeoutJudgesByWhenThePodEnded(t *testing.T) {
 				t.Errorf("wake after %v, want %v", p.WakeAfter, tc.wake)
 			}
 			if tc.code == CodeTimeout {
-				if c := p.Status.Conditions; !isTerminalStatus(&p.Status) || findReason(c, flytev1.ConditionFailed) != flytev1.ReasonTimedOut {
+				if c := p.Status.Conditions; !p.Status.IsTerminal() || findReason(c, flytev1.ConditionFailed) != flytev1.ReasonTimedOut {
 					t.Errorf("conditions = %+v, want Failed TimedOut", c)
 				}
 			}
@@ -102,7 +102,7 @@ func TestQuotaWaitTimesOut(t *testing.T) {
 		}
 		p := testDecider.decide(worldOf(t, ta, resource{}), t0.Add(time.Minute))
 		switch {
-		case retries == 0 && (!isTerminalStatus(&p.Status) || findReason(p.Status.Conditions, flytev1.ConditionFailed) != flytev1.ReasonTimedOut):
+		case retries == 0 && (!p.Status.IsTerminal() || findReason(p.Status.Conditions, flytev1.ConditionFailed) != flytev1.ReasonTimedOut):
 			t.Errorf("no retries left, a minute of quota refusals: conditions %+v; want TimedOut", p.Status.Conditions)
 		case retries == 1 && (p.Status.Attempts != 2 || p.Status.ErrorState == nil || p.Status.ErrorState.Code != CodeTimeout):
 			t.Errorf("a retry left, a minute of quota refusals: attempts %d, error %+v; want attempt 2 after a Timeout", p.Status.Attempts, p.Status.ErrorState)

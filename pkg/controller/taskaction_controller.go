@@ -433,10 +433,10 @@ func (r *Reconciler) sameIdentity(ctx context.Context, obj client.Object) []reco
 
 // addFinalizer puts the finalizer on before anything is launched.
 func (r *Reconciler) addFinalizer(ctx context.Context, ta *flytev1.TaskAction) error {
-	if controllerutil.ContainsFinalizer(ta, Finalizer) {
+	if controllerutil.ContainsFinalizer(ta, flytev1.Finalizer) {
 		return nil
 	}
-	if err := r.patchMeta(ctx, ta, func(o *flytev1.TaskAction) { controllerutil.AddFinalizer(o, Finalizer) }); err != nil {
+	if err := r.patchMeta(ctx, ta, func(o *flytev1.TaskAction) { controllerutil.AddFinalizer(o, flytev1.Finalizer) }); err != nil {
 		return fmt.Errorf("add finalizer: %w", err)
 	}
 	return nil

@@ -44,7 +44,7 @@ func (d decider) decide(w World, now time.Time) Plan {
 	switch {
 	case !w.TA.DeletionTimestamp.IsZero():
 		d.deleted(&p, w, now)
-	case isTerminalStatus(&w.TA.Status):
+	case w.TA.Status.IsTerminal():
 		d.terminal(&p, w)
 	case w.TA.Spec.ActionType == flytev1.ActionTypeCondition:
 		d.condition(&p, w, now)
@@ -65,7 +65,7 @@ func (d decider) decide(w World, now time.Time) Plan {
 // deleted: a TaskAction being deleted is aborted (unless it had ended),
 // then let go.
 func (d decider) deleted(p *Plan, w World, now time.Time) {
-	if !controllerutil.ContainsFinalizer(w.TA, Finalizer) {
+	if !controllerutil.ContainsFinalizer(w.TA, flytev1.Finalizer) {
 		return
 	}
 	if hold := releaseHold(w.TA, now); hold > 0 {
@@ -73,7 +73,7 @@ func (d decider) deleted(p *Plan, w World, now time.Time) {
 		p.wake(hold)
 		return
 	}
-	if !isTerminalStatus(&w.TA.Status) {
+	if !w.TA.Status.IsTerminal() {
 		attempt := max(w.TA.Status.Attempts, 1)
 		d.recordLaunch(p, w, now, attempt)
 		// The deletion's own time: a re-sent ABORTED says the same.
@@ -126,7 +126,7 @@ func releaseHold(ta *flytev1.TaskAction, now time.Time) time.Duration {
 // metadata write and its deletion (by the garbage collector) costs two
 // requests: the DELETE and the release.
 func (d decider) terminal(p *Plan, w World) {
-	if controllerutil.ContainsFinalizer(w.TA, Finalizer) {
+	if controllerutil.ContainsFinalizer(w.TA, flytev1.Finalizer) {
 		d.stopLeftovers(p, w)
 	}
 }
@@ -162,7 +162,7 @@ func (d decider) task(p *Plan, w World, now time.Time) {
 		d.refuseDuplicate(p, w, now, attempt)
 		return
 	}
-	if !controllerutil.ContainsFinalizer(w.TA, Finalizer) {
+	if !controllerutil.ContainsFinalizer(w.TA, flytev1.Finalizer) {
 		p.AddFinalizer = true
 	}
 	if w.PodCacheBehind {

@@ -149,7 +149,7 @@ func TestDecide(t *testing.T) {
 			ta := cached(t)
 			p := testDecider.decide(World{TA: ta, Task: worldOf(t, ta, resource{}).Task, Cache: cacheAnswer{Asked: true, Hit: &cache.Entry{}}}, t0)
 			ta = applied(ta, p)
-			ta.Finalizers = []string{Finalizer}
+			ta.Finalizers = []string{flytev1.Finalizer}
 			return ta
 		}, pod: ours("pod-1", t0, running(t0)), want: want{noWrite: true, deletes: "pod-1", finish: true}},
 		{name: "deleted while running: ABORTED, pod deleted, finalizer removed", ta: func(t testing.TB) *flytev1.TaskAction {
@@ -161,7 +161,7 @@ func TestDecide(t *testing.T) {
 			ta := runningTA(t, newTA(0))
 			p := testDecider.decide(worldOf(t, ta, ours("pod-1", t0, succeeded(t0))), t0)
 			ta = applied(ta, p)
-			ta.Finalizers = []string{Finalizer}
+			ta.Finalizers = []string{flytev1.Finalizer}
 			ta.DeletionTimestamp = &deleting
 			return ta
 		}, pod: ours("pod-1", t0, succeeded(t0)), want: want{noWrite: true, removeFin: true, finish: true}},
@@ -275,8 +275,8 @@ func checkPlan(t *testing.T, ta *flytev1.TaskAction, p Plan, w want) {
 	if got := strings.Join(dels, ","); got != w.deletes {
 		t.Errorf("deletes = %q, want %q", got, w.deletes)
 	}
-	if p.Launch != w.launch || isTerminalStatus(&p.Status) != w.finish || p.RemoveFinalizer != w.removeFin {
-		t.Errorf("launch, finish, removeFinalizer = %v, %v, %v; want %v, %v, %v", p.Launch, isTerminalStatus(&p.Status), p.RemoveFinalizer, w.launch, w.finish, w.removeFin)
+	if p.Launch != w.launch || p.Status.IsTerminal() != w.finish || p.RemoveFinalizer != w.removeFin {
+		t.Errorf("launch, finish, removeFinalizer = %v, %v, %v; want %v, %v, %v", p.Launch, p.Status.IsTerminal(), p.RemoveFinalizer, w.launch, w.finish, w.removeFin)
 	}
 	switch {
 	case w.wake == -1 && p.WakeAfter <= 0:
@@ -285,7 +285,7 @@ func checkPlan(t *testing.T, ta *flytev1.TaskAction, p Plan, w want) {
 		t.Errorf("wake after %v, want %v", p.WakeAfter, w.wake)
 	}
 	// Every state that is not terminal has a wake-up (issue 10, item 3).
-	if !isTerminalStatus(&p.Status) && ta.DeletionTimestamp.IsZero() && !p.Launch && p.Populate == nil && p.WakeAfter <= 0 {
+	if !p.Status.IsTerminal() && ta.DeletionTimestamp.IsZero() && !p.Launch && p.Populate == nil && p.WakeAfter <= 0 {
 		t.Errorf("a non-terminal plan without a wake-up")
 	}
 }
@@ -383,7 +383,7 @@ func TestQueuedStatusDelay(t *testing.T) {
 			evs(started.Events), historyOf(started.Status), started.Status.Attempts)
 	}
 	ended := d.decide(worldOf(t, ta, ours("pod-1", t0, succeeded(t0.Add(4*time.Second)))), t0.Add(4*time.Second))
-	if evs(ended.Events) != "1:QUEUED:v1 1:SUCCEEDED:v21" || !IsTerminal(applied(ta, ended)) {
+	if evs(ended.Events) != "1:QUEUED:v1 1:SUCCEEDED:v21" || !applied(ta, ended).Status.IsTerminal() {
 		t.Errorf("ended within the delay: events %s, history %s", evs(ended.Events), historyOf(ended.Status))
 	}
 	late := d.decide(worldOf(t, ta, pending("ContainerCreating")), t0.Add(6*time.Second))

@@ -15,22 +15,6 @@ import (
 	"github.com/taskaction/executor/pkg/plugin"
 )
 
-// Finalizer is the executor's finalizer on a TaskAction (Flyte's name): it
-// stays from the first reconcile (or admission) until the TaskAction is
-// deleted.
-const Finalizer = "flyte.org/plugin-finalizer"
-
-// Labels Flyte's executor writes on an ended TaskAction for its garbage
-// collector. This executor writes none (its collector reads the status); the
-// completed-time label is read as a fallback for TaskActions Flyte's executor
-// ended.
-const (
-	TerminationStatusLabel   = "flyte.org/termination-status"
-	TerminationStatusValue   = "terminated"
-	CompletedTimeLabel       = "flyte.org/completed-time"
-	CompletedTimeLabelFormat = "2006-01-02.15-04"
-)
-
 // Error codes the reconciler itself produces.
 const (
 	CodeInvalidSpec               = "InvalidSpec"
@@ -54,26 +38,6 @@ const (
 	maxConditionMessage = 1024
 	maxErrorMessage     = 4096
 )
-
-// IsTerminal says whether the TaskAction has reached its end.
-func IsTerminal(ta *flytev1.TaskAction) bool { return isTerminalStatus(&ta.Status) }
-
-func isTerminalStatus(st *flytev1.TaskActionStatus) bool {
-	return meta.IsStatusConditionTrue(st.Conditions, flytev1.ConditionSucceeded) ||
-		meta.IsStatusConditionTrue(st.Conditions, flytev1.ConditionFailed)
-}
-
-// CompletedAt is when the executor recorded the TaskAction's end: the time of
-// its Succeeded or Failed condition. ok is false while it runs (or when the
-// condition carries no time).
-func CompletedAt(ta *flytev1.TaskAction) (time.Time, bool) {
-	for _, typ := range []string{flytev1.ConditionSucceeded, flytev1.ConditionFailed} {
-		if c := meta.FindStatusCondition(ta.Status.Conditions, typ); c != nil && c.Status == metav1.ConditionTrue && !c.LastTransitionTime.IsZero() {
-			return c.LastTransitionTime.Time, true
-		}
-	}
-	return time.Time{}, false
-}
 
 // attemptState is the executor's state of one attempt, part of its record
 // in status.pluginState (ownRecord). A state of another attempt reads as empty.

@@ -153,7 +153,7 @@ func TestEveryHistoryEntryHasItsEvent(t *testing.T) {
 	w = World{Task: w.Task, Pod: ours("a3", at(7), userFailure(at(8)))}
 	w.Pod.Name = "hello-2"
 	s.step(w, at(10))
-	if !IsTerminal(s.ta) || s.ta.Status.Attempts != 3 {
+	if !s.ta.Status.IsTerminal() || s.ta.Status.Attempts != 3 {
 		t.Fatalf("not failed after 3 attempts: %+v", s.ta.Status)
 	}
 	checkHistoryHasEvents(t, s.ta.Status, s.acked)
@@ -243,7 +243,7 @@ func TestEndRecordedWhenRecorded(t *testing.T) {
 	now := ended.Add(3 * time.Hour)
 	p := testDecider.decide(worldOf(t, ta, ours("pod-1", t0, succeeded(ended))), now)
 	done := applied(ta, p)
-	at, ok := CompletedAt(done)
+	at, ok := done.Status.CompletedAt()
 	if !ok || !at.Equal(now) {
 		t.Errorf("recorded end = %v (%v), want %v", at, ok, now)
 	}
@@ -346,7 +346,7 @@ func TestTerminalStatusIsSmall(t *testing.T) {
 		ta = applied(ta, testDecider.decide(w, t0))
 		ta = applied(ta, testDecider.decide(worldOf(t, ta, ours("pod-1", t0, running(t0.Add(time.Second)))), t0.Add(time.Second)))
 		p := testDecider.decide(worldOf(t, ta, ours("pod-1", t0, final)), t0.Add(3*time.Second))
-		if !isTerminalStatus(&p.Status) {
+		if !p.Status.IsTerminal() {
 			t.Fatalf("not ended: %s", historyOf(p.Status))
 		}
 		return p.Status

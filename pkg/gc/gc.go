@@ -16,7 +16,6 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/config"
-	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/metrics"
 )
 
@@ -28,7 +27,7 @@ const TerminalIndex = "executor.flyte.org/terminal"
 
 // IndexTerminal is the index function of TerminalIndex.
 func IndexTerminal(o client.Object) []string {
-	if ta, ok := o.(*flytev1.TaskAction); ok && controller.IsTerminal(ta) {
+	if ta, ok := o.(*flytev1.TaskAction); ok && ta.Status.IsTerminal() {
 		return []string{"true"}
 	}
 	return nil
@@ -238,7 +237,7 @@ const (
 // shouldDelete says whether ta is due for deletion at now, and why. Only a
 // TaskAction that is terminal by its status is ever due, whatever its labels.
 func shouldDelete(ta *flytev1.TaskAction, now time.Time, maxTTL time.Duration) (bool, string) {
-	if !isTerminal(ta) {
+	if !ta.Status.IsTerminal() { // the status's own word, not the label's
 		return false, reasonNotTerminal
 	}
 	if !ta.DeletionTimestamp.IsZero() {
@@ -254,9 +253,6 @@ func shouldDelete(ta *flytev1.TaskAction, now time.Time, maxTTL time.Duration) (
 	return true, reasonExpired
 }
 
-// isTerminal is the status's own word, not the label's.
-func isTerminal(ta *flytev1.TaskAction) bool { return controller.IsTerminal(ta) }
-
 // terminalTime is when the executor recorded ta's end (its Succeeded or Failed
 // condition, written when the end was recorded, not when the pod finished: an
 // outage longer than the TTL does not make a fresh result collectable at once),
@@ -264,14 +260,14 @@ func isTerminal(ta *flytev1.TaskAction) bool { return controller.IsTerminal(ta) 
 // Flyte's executor, which the executor may have replaced), so that the label's
 // minute precision never makes a TaskAction go before maxTTL has passed.
 func terminalTime(ta *flytev1.TaskAction) (time.Time, bool) {
-	if at, ok := controller.CompletedAt(ta); ok {
+	if at, ok := ta.Status.CompletedAt(); ok {
 		return at, true
 	}
-	v := ta.Labels[controller.CompletedTimeLabel]
+	v := ta.Labels[flytev1.CompletedTimeLabel]
 	if v == "" {
 		return time.Time{}, false
 	}
-	t, err := time.ParseInLocation(controller.CompletedTimeLabelFormat, v, time.UTC)
+	t, err := time.ParseInLocation(flytev1.CompletedTimeLabelFormat, v, time.UTC)
 	if err != nil {
 		return time.Time{}, false
 	}

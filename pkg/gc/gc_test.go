@@ -28,7 +28,6 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/config"
-	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/gc"
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/setup"
@@ -126,8 +125,8 @@ type object struct {
 
 func terminatedLabels(completed time.Time) map[string]string {
 	return map[string]string{
-		controller.TerminationStatusLabel: controller.TerminationStatusValue,
-		controller.CompletedTimeLabel:     completed.UTC().Format(controller.CompletedTimeLabelFormat),
+		flytev1.TerminationStatusLabel: flytev1.TerminationStatusValue,
+		flytev1.CompletedTimeLabel:     completed.UTC().Format(flytev1.CompletedTimeLabelFormat),
 	}
 }
 
@@ -153,7 +152,7 @@ func create(t *testing.T, ns string, o object) *flytev1.TaskAction {
 	lt := metav1.NewTime(time.Now().Truncate(time.Second))
 	if o.completedAt != nil {
 		lt = metav1.NewTime(*o.completedAt)
-	} else if at, err := time.Parse(controller.CompletedTimeLabelFormat, o.labels[controller.CompletedTimeLabel]); err == nil {
+	} else if at, err := time.Parse(flytev1.CompletedTimeLabelFormat, o.labels[flytev1.CompletedTimeLabel]); err == nil {
 		lt = metav1.NewTime(at) // the reconciler writes both at once
 	}
 	cond := func(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
@@ -270,7 +269,7 @@ func TestSweepDeletesExpiredKeepsFreshAndNonTerminal(t *testing.T) {
 	create(t, ns, object{name: "label-only-old", state: succeeded, labels: terminatedLabels(old)})
 	create(t, ns, object{name: "label-only-fresh", state: succeeded, labels: terminatedLabels(now)})
 	create(t, ns, object{name: "bad-label", state: succeeded, labels: map[string]string{
-		controller.TerminationStatusLabel: controller.TerminationStatusValue, controller.CompletedTimeLabel: "not-a-time"}})
+		flytev1.TerminationStatusLabel: flytev1.TerminationStatusValue, flytev1.CompletedTimeLabel: "not-a-time"}})
 	// Not terminal, whatever the labels say.
 	create(t, ns, object{name: "running-labelled", state: running, labels: terminatedLabels(old)})
 	create(t, ns, object{name: "no-status-labelled", state: -1, labels: terminatedLabels(old)})

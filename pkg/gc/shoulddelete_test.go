@@ -7,7 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
-	"github.com/taskaction/executor/pkg/controller"
 )
 
 func TestShouldDelete(t *testing.T) {
@@ -22,8 +21,8 @@ func TestShouldDelete(t *testing.T) {
 	at := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(d)); return &t }
 	label := func(d time.Duration) map[string]string {
 		return map[string]string{
-			controller.TerminationStatusLabel: controller.TerminationStatusValue,
-			controller.CompletedTimeLabel:     now.Add(d).Format(controller.CompletedTimeLabelFormat),
+			flytev1.TerminationStatusLabel: flytev1.TerminationStatusValue,
+			flytev1.CompletedTimeLabel:     now.Add(d).Format(flytev1.CompletedTimeLabelFormat),
 		}
 	}
 	deleting := metav1.NewTime(now)
@@ -53,8 +52,8 @@ func TestShouldDelete(t *testing.T) {
 		// 11:30:59, so it is kept until 12:31:00.
 		{name: "label fallback, same minute as TTL ago: kept", conds: succeeded, labels: label(-ttl), why: reasonFresh},
 		{name: "label fallback, fresh", conds: failed, labels: label(-time.Minute), why: reasonFresh},
-		{name: "unparsable label", conds: succeeded, labels: map[string]string{controller.CompletedTimeLabel: "yesterday"}, why: reasonUnknownAge},
-		{name: "label in RFC 3339", conds: succeeded, labels: map[string]string{controller.CompletedTimeLabel: "2026-12-01T10-00"}, why: reasonUnknownAge},
+		{name: "unparsable label", conds: succeeded, labels: map[string]string{flytev1.CompletedTimeLabel: "yesterday"}, why: reasonUnknownAge},
+		{name: "label in RFC 3339", conds: succeeded, labels: map[string]string{flytev1.CompletedTimeLabel: "2026-12-01T10-00"}, why: reasonUnknownAge},
 		{name: "terminal without a recorded end or label", conds: succeeded, why: reasonUnknownAge},
 		{name: "running with an old terminated label", conds: running, labels: label(-10 * ttl), why: reasonNotTerminal},
 		{name: "no status at all, old label", labels: label(-10 * ttl), why: reasonNotTerminal},

@@ -16,10 +16,9 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
-	"github.com/taskaction/executor/pkg/controller"
+	"github.com/taskaction/executor/pkg/secrets"
 	"github.com/taskaction/executor/pkg/setup"
 	"github.com/taskaction/executor/pkg/webhook"
-	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
 
 const secretValue = "s3cr3t-value-never-in-a-pod"
@@ -131,15 +130,15 @@ func TestAdmissionWithTheWebhookUp(t *testing.T) {
 		}
 		// The create's own response is the stored object: the finalizer came
 		// with the create, not with a later write.
-		if !slices.Contains(ta.Finalizers, controller.Finalizer) || ta.Generation != 1 {
-			t.Errorf("finalizers %v (generation %d), want %s at creation", ta.Finalizers, ta.Generation, controller.Finalizer)
+		if !slices.Contains(ta.Finalizers, flytev1.Finalizer) || ta.Generation != 1 {
+			t.Errorf("finalizers %v (generation %d), want %s at creation", ta.Finalizers, ta.Generation, flytev1.Finalizer)
 		}
 		other := taskAction(ns, "own-finalizer")
 		other.Finalizers = []string{"example.com/keep"}
 		if err := c.Create(ctx, other); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(other.Finalizers, []string{"example.com/keep", controller.Finalizer}) {
+		if !slices.Equal(other.Finalizers, []string{"example.com/keep", flytev1.Finalizer}) {
 			t.Errorf("finalizers %v", other.Finalizers)
 		}
 	})

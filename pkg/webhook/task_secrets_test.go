@@ -15,10 +15,9 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/config"
-	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/secrets"
 	"github.com/taskaction/executor/pkg/setup"
-	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
 
 // The whole path: a TaskAction that asks for a secret, the executor's pod,
@@ -72,7 +71,7 @@ func TestTaskSecretsEndToEnd(t *testing.T) {
 		if err := c.Create(ctx, ta); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Contains(ta.Finalizers, controller.Finalizer) {
+		if !slices.Contains(ta.Finalizers, flytev1.Finalizer) {
 			t.Errorf("finalizers %v at creation", ta.Finalizers)
 		}
 		got := finished(ta.Name)

@@ -17,7 +17,6 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
-	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/quantity"
 )
 
@@ -48,12 +47,12 @@ func (a TaskActionAdmission) Handle(_ context.Context, req admission.Request) ad
 	if !verdict.Allowed {
 		return verdict
 	}
-	if slices.Contains(ta.Finalizers, controller.Finalizer) {
+	if slices.Contains(ta.Finalizers, flytev1.Finalizer) {
 		return admission.Allowed("finalizer present").WithWarnings(verdict.Warnings...)
 	}
-	op := jsonpatch.NewOperation("add", "/metadata/finalizers/-", controller.Finalizer)
+	op := jsonpatch.NewOperation("add", "/metadata/finalizers/-", flytev1.Finalizer)
 	if len(ta.Finalizers) == 0 {
-		op = jsonpatch.NewOperation("add", "/metadata/finalizers", []string{controller.Finalizer})
+		op = jsonpatch.NewOperation("add", "/metadata/finalizers", []string{flytev1.Finalizer})
 	}
 	return admission.Patched("finalizer added", op).WithWarnings(verdict.Warnings...)
 }

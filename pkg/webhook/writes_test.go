@@ -17,7 +17,6 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/config"
-	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/setup"
 )
@@ -92,7 +91,7 @@ func TestWebhookSavesTheFinalizerWrite(t *testing.T) {
 			if err := env.Client.Create(ctx, ta); err != nil {
 				t.Fatal(err)
 			}
-			if got := slices.Contains(ta.Finalizers, controller.Finalizer); got != withWebhook {
+			if got := slices.Contains(ta.Finalizers, flytev1.Finalizer); got != withWebhook {
 				t.Errorf("finalizer at creation: %v, want %v", got, withWebhook)
 			}
 		}

@@ -29,7 +29,6 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/workflow"
 	"github.com/taskaction/executor/internal/kwokrig"
 	"github.com/taskaction/executor/internal/testenv"
-	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/setup"
 	"github.com/taskaction/executor/test/faults/audit"
@@ -330,7 +329,7 @@ func (x *suite) terminalCount() (terminal, total int, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for i := range list.Items {
-		if controller.IsTerminal(&list.Items[i]) {
+		if list.Items[i].Status.IsTerminal() {
 			terminal++
 			if _, ok := x.terminal[list.Items[i].Name]; !ok {
 				x.terminal[list.Items[i].Name] = now
@@ -458,7 +457,7 @@ const finalizerGrace = 15 * time.Second
 func deletedHolding(tas []flytev1.TaskAction) int {
 	n := 0
 	for i := range tas {
-		if tas[i].DeletionTimestamp != nil && controllerutil.ContainsFinalizer(&tas[i], controller.Finalizer) {
+		if tas[i].DeletionTimestamp != nil && controllerutil.ContainsFinalizer(&tas[i], flytev1.Finalizer) {
 			n++
 		}
 	}

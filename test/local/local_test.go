@@ -36,7 +36,6 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
-	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/local"
 	"github.com/taskaction/executor/pkg/setup"
 )
@@ -302,8 +301,8 @@ func TestLocal(t *testing.T) {
 	}
 	// The control plane calls the executor's admission webhooks: the finalizer
 	// comes with the create.
-	if !slices.Contains(ta.Finalizers, controller.Finalizer) {
-		t.Errorf("finalizers %v at creation, want %s from the webhook", ta.Finalizers, controller.Finalizer)
+	if !slices.Contains(ta.Finalizers, flytev1.Finalizer) {
+		t.Errorf("finalizers %v at creation, want %s from the webhook", ta.Finalizers, flytev1.Finalizer)
 	}
 	got := waitTaskAction(t, c, ta.Name, 2*time.Minute)
 	if !meta.IsStatusConditionTrue(got.Status.Conditions, flytev1.ConditionSucceeded) {

@@ -83,8 +83,8 @@ func TestQuotaRefusalWaitsWithoutConsumingAttempts(t *testing.T) {
 	// Several refusals later, still the first attempt and not failed.
 	time.Sleep(5 * testRequeue)
 	got := get(t, ns, "quota")
-	if got.Status.Attempts != 1 || controller.IsTerminal(got) {
-		t.Fatalf("after quota refusals: attempts %d, terminal %v", got.Status.Attempts, controller.IsTerminal(got))
+	if got.Status.Attempts != 1 || got.Status.IsTerminal() {
+		t.Fatalf("after quota refusals: attempts %d, terminal %v", got.Status.Attempts, got.Status.IsTerminal())
 	}
 	if err := k8s.Delete(ctx, q); err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestDuplicateIdentityIsRefused(t *testing.T) {
 	if es := got.Status.ErrorState; es == nil || es.Code != controller.CodeDuplicateAction || !strings.Contains(es.Message, ns1+"/twin") {
 		t.Errorf("errorState = %+v", es)
 	}
-	if controller.IsTerminal(get(t, ns1, "twin")) {
+	if get(t, ns1, "twin").Status.IsTerminal() {
 		t.Error("the twin that started first was stopped")
 	}
 	if n := len(pods(t, ns2)); n != 0 {

@@ -15,7 +15,6 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/config"
-	"github.com/taskaction/executor/pkg/controller"
 )
 
 // runToSuccess creates n TaskActions, plays the kubelet for their pods
@@ -42,7 +41,7 @@ func runToSuccess(t testing.TB, n int, admitted bool) lifeCost {
 	for i := 0; i < n; i++ {
 		ta := validTaskAction(ns, fmt.Sprintf("req-%d", i))
 		if admitted {
-			ta.Finalizers = []string{controller.Finalizer} // as the admission webhook adds it
+			ta.Finalizers = []string{flytev1.Finalizer} // as the admission webhook adds it
 		}
 		create(t, ta)
 	}

@@ -28,7 +28,7 @@ func TestHappyPath(t *testing.T) {
 
 	pod := waitPod(t, ns, "happy-0")
 	got := waitReason(t, ns, ta.Name, flytev1.ConditionProgressing, flytev1.ReasonQueued)
-	if !containsString(got.Finalizers, controller.Finalizer) {
+	if !containsString(got.Finalizers, flytev1.Finalizer) {
 		t.Errorf("finalizer missing: %v", got.Finalizers)
 	}
 	if got.Status.Attempts != 1 || len(got.Status.PhaseHistory) != 1 || got.Status.PluginStateVersion != 2 {
@@ -62,7 +62,7 @@ func TestHappyPath(t *testing.T) {
 	if c := meta.FindStatusCondition(got.Status.Conditions, flytev1.ConditionProgressing); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Progressing after success = %+v", c)
 	}
-	if _, ok := controller.CompletedAt(got); !ok {
+	if _, ok := got.Status.CompletedAt(); !ok {
 		t.Error("no completion time")
 	}
 	var phases []string
@@ -75,7 +75,7 @@ func TestHappyPath(t *testing.T) {
 	// The finalizer stays until the TaskAction is deleted, and no label is
 	// written: an ended TaskAction costs no metadata write.
 	got = get(t, ns, ta.Name)
-	if len(got.Finalizers) != 1 || got.Labels[controller.TerminationStatusLabel] != "" {
+	if len(got.Finalizers) != 1 || got.Labels[flytev1.TerminationStatusLabel] != "" {
 		t.Errorf("finalizers %v, labels %v after the end", got.Finalizers, got.Labels)
 	}
 	evs := eventsOf(ns, "happy")
@@ -106,7 +106,7 @@ func TestInvalidSpec(t *testing.T) {
 	if p := meta.FindStatusCondition(got.Status.Conditions, flytev1.ConditionProgressing); p == nil || p.Status != metav1.ConditionFalse || p.Reason != flytev1.ReasonInvalidSpec {
 		t.Errorf("Progressing = %+v", p)
 	}
-	if containsString(got.Finalizers, controller.Finalizer) {
+	if containsString(got.Finalizers, flytev1.Finalizer) {
 		t.Error("finalizer added to an invalid TaskAction")
 	}
 	if got.Status.ErrorState == nil || got.Status.ErrorState.Code != "InvalidSpec" {
@@ -327,7 +327,7 @@ func TestTimeout(t *testing.T) {
 	if es := got.Status.ErrorState; es == nil || es.Code != "Timeout" {
 		t.Errorf("errorState = %+v", es)
 	}
-	completedAt, _ := controller.CompletedAt(got)
+	completedAt, _ := got.Status.CompletedAt()
 	if d := completedAt.Sub(pod.CreationTimestamp.Time); d < 2*time.Second {
 		t.Errorf("timed out after %v, before the 2s timeout", d)
 	}
@@ -482,7 +482,7 @@ func TestPluginNotFound(t *testing.T) {
 	if c == nil || c.Reason != flytev1.ReasonPluginNotFound || !strings.Contains(c.Message, "python-task") {
 		t.Errorf("Failed condition = %+v", c)
 	}
-	if containsString(got.Finalizers, controller.Finalizer) || len(pods(t, ns)) != 0 {
+	if containsString(got.Finalizers, flytev1.Finalizer) || len(pods(t, ns)) != 0 {
 		t.Error("a TaskAction without a plugin got a finalizer or a pod")
 	}
 }

@@ -138,16 +138,16 @@ func Check(w World) *Report {
 		ta := &w.TaskActions[i]
 		byUID[string(ta.UID)] = ta
 		key := ta.Namespace + "/" + ta.Name
-		terminal := isTerminal(ta)
+		terminal := ta.Status.IsTerminal()
 		switch {
 		case w.Deleted[key] != "":
 			r.add(&r.StuckTaskActions, "%s: deleted but still present (finalizers %v)", key, ta.Finalizers)
 		case !terminal:
 			r.add(&r.StuckTaskActions, "%s: not terminal (Progressing %s, attempts %d)", key, progressReason(ta), ta.Status.Attempts)
 		}
-		if ta.DeletionTimestamp != nil && containsString(ta.Finalizers, controller.Finalizer) {
+		if ta.DeletionTimestamp != nil && containsString(ta.Finalizers, flytev1.Finalizer) {
 			// The finalizer stays while a TaskAction exists; a deletion must release it.
-			r.add(&r.FinalizersOnDeleted, "%s: deleted and still held by finalizer %s", key, controller.Finalizer)
+			r.add(&r.FinalizersOnDeleted, "%s: deleted and still held by finalizer %s", key, flytev1.Finalizer)
 		}
 		if want, ok := w.Expected[key]; ok && terminal && w.Deleted[key] == "" {
 			got := meta.IsStatusConditionTrue(ta.Status.Conditions, flytev1.ConditionSucceeded)
@@ -384,9 +384,9 @@ func checkPods(r *Report, w World, byUID map[string]*flytev1.TaskAction) {
 			r.add(&r.LeakedPods, "%s: %s and its TaskAction (uid %q) is gone", key, p.Status.Phase, owner)
 		case ta.DeletionTimestamp != nil || w.Deleted[ta.Namespace+"/"+ta.Name] != "":
 			r.add(&r.LeakedPods, "%s: %s and its TaskAction %s was deleted", key, p.Status.Phase, ta.Name)
-		case isTerminal(ta) && !finished:
+		case ta.Status.IsTerminal() && !finished:
 			r.add(&r.LeakedPods, "%s: %s while its TaskAction %s is terminal", key, p.Status.Phase, ta.Name)
-		case !isTerminal(ta) && !finished && p.Labels[container.LabelAttempt] != fmt.Sprint(ta.Status.Attempts):
+		case !ta.Status.IsTerminal() && !finished && p.Labels[container.LabelAttempt] != fmt.Sprint(ta.Status.Attempts):
 			r.add(&r.LeakedPods, "%s: attempt %s %s while %s is at attempt %d", key, p.Labels[container.LabelAttempt], p.Status.Phase, ta.Name, ta.Status.Attempts)
 		}
 	}
@@ -431,8 +431,6 @@ func TaskActionKey(ta *flytev1.TaskAction) string {
 	return ActionKey(&common.ActionIdentifier{Run: &common.RunIdentifier{Project: ta.Spec.Project,
 		Domain: ta.Spec.Domain, Name: ta.Spec.RunName}, Name: ta.Spec.ActionName})
 }
-
-func isTerminal(ta *flytev1.TaskAction) bool { return controller.IsTerminal(ta) }
 
 func progressReason(ta *flytev1.TaskAction) string {
 	if c := meta.FindStatusCondition(ta.Status.Conditions, flytev1.ConditionProgressing); c != nil {

@@ -14,7 +14,6 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/common"
 	"github.com/taskaction/executor/gen/flyteidl2/workflow"
-	"github.com/taskaction/executor/pkg/controller"
 )
 
 func ev(action string, attempt uint32, phase common.ActionPhase, version uint32) *workflow.ActionEvent {
@@ -105,7 +104,7 @@ func TestCheckEachAuditCanFail(t *testing.T) {
 			w.Pods[0].Status.Phase = corev1.PodRunning
 		}, func(r *Report) int { return r.LeakedPods }},
 		{"finalizer on a deleted TaskAction", func(w *World) {
-			w.TaskActions[0].Finalizers = []string{controller.Finalizer}
+			w.TaskActions[0].Finalizers = []string{flytev1.Finalizer}
 			w.TaskActions[0].DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
 		}, func(r *Report) int { return r.FinalizersOnDeleted }},
 		{"failed where it should succeed", func(w *World) {

@@ -34,7 +34,6 @@ import (
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/cachesvc/cachesvctest"
 	"github.com/taskaction/executor/pkg/config"
-	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/eventsvc"
 	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
 	"github.com/taskaction/executor/pkg/setup"
@@ -476,7 +475,7 @@ func createRow(t *testing.T, k8s client.Client, ns string, r row, seq int) creat
 	}
 	if r.deleteAfter {
 		// As the admission webhook adds it: the executor must release it.
-		obj.SetFinalizers(append(obj.GetFinalizers(), controller.Finalizer))
+		obj.SetFinalizers(append(obj.GetFinalizers(), flytev1.Finalizer))
 	}
 	cr.names = append(cr.names, obj.GetName())
 	// Through a CRD just loosened, the strict schema may still answer a moment.
@@ -761,7 +760,7 @@ func waitTerminal(k8s client.Client, ns, name string, bound time.Duration) (*fly
 	for {
 		ta := &flytev1.TaskAction{}
 		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ta)
-		terminal := err == nil && controller.IsTerminal(ta)
+		terminal := err == nil && ta.Status.IsTerminal()
 		if terminal {
 			return ta, ""
 		}
