@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/taskaction/executor/internal/testenv"
+	"github.com/taskaction/executor/pkg/secrets"
 	"github.com/taskaction/executor/pkg/setup"
 	"github.com/taskaction/executor/pkg/webhook"
 	"github.com/taskaction/executor/pkg/webhook/certs"
-	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
 
 // writePair writes a serving pair for 127.0.0.1 into dir, replacing the

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/taskaction/executor/pkg/webhook/secrets"
+	"github.com/taskaction/executor/pkg/secrets"
 )
 
 // PodSecretInjector is the mutating webhook for pod creation: it injects the

@@ -24,8 +24,8 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/internal/lazylog"
 	"github.com/taskaction/executor/pkg/config"
+	"github.com/taskaction/executor/pkg/secrets"
 	"github.com/taskaction/executor/pkg/webhook/certs"
-	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
 
 // Paths of the webhooks. The pod path is the one Flyte's configuration uses.

@@ -15,8 +15,8 @@ import (
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/podsecurity"
 	"github.com/taskaction/executor/pkg/quantity"
+	"github.com/taskaction/executor/pkg/secrets"
 	"github.com/taskaction/executor/pkg/task"
-	"github.com/taskaction/executor/pkg/webhook/secrets"
 )
 
 // Labels the plugin puts on every pod, Flyte's keys. Nothing from the
@@ -51,7 +51,7 @@ const (
 	// alone says which container decides the outcome (ObservePod is pure).
 	AnnotationPrimaryContainer = task.PrimaryContainerConfigKey
 	// AnnotationSecretPrefix + index carries the index-th secret of the task
-	// in Flyte's encoding, which the secret webhook reads (pkg/webhook/secrets).
+	// in Flyte's encoding, which the secret webhook reads (pkg/secrets).
 	AnnotationSecretPrefix = secrets.AnnotationPrefix
 	// DefaultPrimaryContainerName is the typed form's task container name
 	// unless its pod template names another.

@@ -1,5 +1,9 @@
-// Package secrets turns the secret requests a task pod carries into
-// references its containers can read, through one of several secret managers.
+// Package secrets holds the domain's words for the secrets a task asks for:
+// the Request, how requests travel on a task pod, and the secret managers
+// that turn them into references the pod's containers can read. Both the pod
+// builder (pkg/plugin/container), which writes the requests on the pods it
+// builds, and the pod webhook (pkg/webhook), which injects them, use it; it
+// imports neither.
 //
 // A pod asks for secrets with Flyte's annotations: `flyte.secrets/s<i>` holds
 // the base32 (alphabet a-z1-6, no padding) of the protobuf text form of
