@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/pkg/storage/layout"
 	"github.com/taskaction/executor/pkg/tracing"
 )
 
@@ -31,20 +31,22 @@ func (s *Store) span(ctx context.Context, name, uri string) (context.Context, tr
 	return ctx, span
 }
 
-// File names of Flyte's task contract under an input or output prefix.
+// File names of Flyte's task contract under an input or output prefix
+// (defined in pkg/storage/layout).
 const (
-	InputsFile  = "inputs.pb"
-	OutputsFile = "outputs.pb"
-	ErrorFile   = "error.pb"
+	InputsFile  = layout.InputsFile
+	OutputsFile = layout.OutputsFile
+	ErrorFile   = layout.ErrorFile
 )
 
-// join appends name to a prefix, with one slash between.
-func join(prefix, name string) string { return strings.TrimRight(prefix, "/") + "/" + name }
-
-// InputsURI is the inputs file of a TaskAction's spec.inputUri, which Flyte
-// writes as a folder for root actions and as the file itself for others.
-func InputsURI(inputURI string) string {
-	return join(strings.TrimSuffix(strings.TrimRight(inputURI, "/"), "/"+InputsFile), InputsFile)
+// orGiven is the file's URI that pkg/storage/layout made from given, or given
+// itself where layout made none (given is empty or not a URL), so that the
+// read fails naming what it was given.
+func orGiven(uri, given string) string {
+	if uri == "" {
+		return given
+	}
+	return uri
 }
 
 // ReadInputs reads the task's inputs as a LiteralMap. The runtime's inputs
@@ -52,7 +54,7 @@ func InputsURI(inputURI string) string {
 // form of a LiteralMap's map (a name given twice keeps the last value).
 // ErrNotFound (wrapped) when there is no inputs file.
 func (s *Store) ReadInputs(ctx context.Context, inputURI string) (_ *core.LiteralMap, err error) {
-	uri := InputsURI(inputURI)
+	uri := orGiven(layout.InputURI(inputURI), inputURI)
 	ctx, span := s.span(ctx, "storage.ReadInputs", uri)
 	defer func() { tracing.End(span, err) }()
 	m := &core.LiteralMap{}
@@ -66,7 +68,7 @@ func (s *Store) ReadInputs(ctx context.Context, inputURI string) (_ *core.Litera
 // outputPrefix, as Flyte requires of a succeeded attempt whose task declares
 // outputs.
 func (s *Store) OutputsExist(ctx context.Context, outputPrefix string) (ok bool, err error) {
-	uri := join(outputPrefix, OutputsFile)
+	uri := orGiven(layout.Join(outputPrefix, OutputsFile), outputPrefix)
 	ctx, span := s.span(ctx, "storage.OutputsExist", uri)
 	defer func() { endExists(span, ok, err) }()
 	return s.Exists(ctx, uri)
@@ -114,7 +116,7 @@ func TaskErrorFromDocument(doc *core.ErrorDocument, uri string) TaskError {
 // recoverable SYSTEM failure (as in Flyte), not an error; only a storage
 // failure or an unreadable file is an error.
 func (s *Store) ReadTaskError(ctx context.Context, outputPrefix string) (_ TaskError, err error) {
-	uri := join(outputPrefix, ErrorFile)
+	uri := orGiven(layout.Join(outputPrefix, ErrorFile), outputPrefix)
 	ctx, span := s.span(ctx, "storage.ReadTaskError", uri)
 	defer func() { tracing.End(span, err) }()
 	doc := &core.ErrorDocument{}
@@ -132,7 +134,7 @@ func (s *Store) ReadTaskError(ctx context.Context, outputPrefix string) (_ TaskE
 // HasTaskError says whether the attempt left an error.pb under outputPrefix:
 // a container that exits 0 with an error.pb failed (Flyte's user errors).
 func (s *Store) HasTaskError(ctx context.Context, outputPrefix string) (ok bool, err error) {
-	uri := join(outputPrefix, ErrorFile)
+	uri := orGiven(layout.Join(outputPrefix, ErrorFile), outputPrefix)
 	ctx, span := s.span(ctx, "storage.HasTaskError", uri)
 	defer func() { endExists(span, ok, err) }()
 	return s.Exists(ctx, uri)

@@ -55,19 +55,6 @@ func TestParseURI(t *testing.T) {
 	}
 }
 
-func TestInputsURI(t *testing.T) {
-	for in, want := range map[string]string{
-		"s3://b/run/a0":            "s3://b/run/a0/inputs.pb",
-		"s3://b/run/a0/":           "s3://b/run/a0/inputs.pb",
-		"s3://b/run/a0/inputs.pb":  "s3://b/run/a0/inputs.pb",
-		"file:///d/r/x/inputs.pb/": "file:///d/r/x/inputs.pb",
-	} {
-		if got := storage.InputsURI(in); got != want {
-			t.Errorf("InputsURI(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func newStore(t *testing.T, cfg config.StorageConfig) *storage.Store {
 	t.Helper()
 	s, err := storage.New(cfg)

@@ -7,14 +7,13 @@ import (
 	"strings"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/storage/layout"
 )
 
-// The attempt's files and folders, laid out as Flyte's executor lays them out:
-// the parent action and Flyte's services read outputs at these exact URIs.
+// The attempt's folders, laid out as Flyte's executor lays them out (the
+// files in them are named by pkg/storage/layout): the parent action and
+// Flyte's services read outputs at these exact URIs.
 const (
-	InputsFile      = "inputs.pb"
-	OutputsFile     = "outputs.pb"
-	ErrorFile       = "error.pb"
 	CheckpointsDir  = "_flytecheckpoints"
 	shardAlphabet   = "abcdefghijklmnopqrstuvwxyz0123456789"
 	shardCount      = uint32(len(shardAlphabet) * len(shardAlphabet))
@@ -55,12 +54,12 @@ func OutputPrefix(ta *flytev1.TaskAction, attempt int32) string {
 
 // OutputURI is the outputs file of attempt (1-based) of ta, reported on events.
 func OutputURI(ta *flytev1.TaskAction, attempt int32) string {
-	return Join(OutputPrefix(ta, attempt), OutputsFile)
+	return layout.Join(OutputPrefix(ta, attempt), layout.OutputsFile)
 }
 
 // ErrorURI is the error document a failed attempt (1-based) of ta leaves.
 func ErrorURI(ta *flytev1.TaskAction, attempt int32) string {
-	return Join(OutputPrefix(ta, attempt), ErrorFile)
+	return layout.Join(OutputPrefix(ta, attempt), layout.ErrorFile)
 }
 
 // RawOutputDataPrefix is where the task writes offloaded data (blobs,
@@ -71,7 +70,7 @@ func RawOutputDataPrefix(ta *flytev1.TaskAction, attempt int32) string {
 
 // CheckpointPrefix is where attempt (1-based) of ta writes checkpoints.
 func CheckpointPrefix(ta *flytev1.TaskAction, attempt int32) string {
-	return Join(RawOutputDataPrefix(ta, attempt), CheckpointsDir)
+	return layout.Join(RawOutputDataPrefix(ta, attempt), CheckpointsDir)
 }
 
 // PrevCheckpointPrefix is the checkpoint prefix of the attempt before attempt;
@@ -81,39 +80,4 @@ func PrevCheckpointPrefix(ta *flytev1.TaskAction, attempt int32) string {
 		return ""
 	}
 	return CheckpointPrefix(ta, attempt-1)
-}
-
-// InputPrefix is the folder of the inputs: inputURI without a trailing
-// "/inputs.pb" (a root action's inputUri is already the folder).
-func InputPrefix(inputURI string) string {
-	return strings.TrimSuffix(inputURI, "/"+InputsFile)
-}
-
-// InputURI is the inputs file: "<input prefix>/inputs.pb".
-func InputURI(inputURI string) string {
-	if inputURI == "" {
-		return ""
-	}
-	return Join(InputPrefix(inputURI), InputsFile)
-}
-
-// Join appends elem to the storage reference base, as Flyte's storage layer
-// does: base is read as a folder and elem resolved against it. Empty when
-// base is empty or not a URL.
-func Join(base, elem string) string {
-	if base == "" {
-		return ""
-	}
-	if !strings.HasSuffix(base, "/") {
-		base += "/"
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		return ""
-	}
-	rel, err := url.Parse(strings.Trim(elem, "/"))
-	if err != nil {
-		return ""
-	}
-	return u.ResolveReference(rel).String()
 }

@@ -81,20 +81,3 @@ func TestAttemptPaths(t *testing.T) {
 		})
 	}
 }
-
-func TestInputPaths(t *testing.T) {
-	for _, tc := range []struct{ uri, prefix, file string }{
-		{"s3://b/run/a0", "s3://b/run/a0", "s3://b/run/a0/inputs.pb"},           // a root action's folder
-		{"s3://b/run/a0/", "s3://b/run/a0/", "s3://b/run/a0/inputs.pb"},         // a folder with a slash
-		{"s3://b/run/n1/inputs.pb", "s3://b/run/n1", "s3://b/run/n1/inputs.pb"}, // a child's file
-		{"s3://b/run/n1/other.pb", "s3://b/run/n1/other.pb", "s3://b/run/n1/other.pb/inputs.pb"},
-		{"", "", ""},
-	} {
-		if got := InputPrefix(tc.uri); got != tc.prefix {
-			t.Errorf("InputPrefix(%q) = %q, want %q", tc.uri, got, tc.prefix)
-		}
-		if got := InputURI(tc.uri); got != tc.file {
-			t.Errorf("InputURI(%q) = %q, want %q", tc.uri, got, tc.file)
-		}
-	}
-}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/pkg/storage/layout"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -54,8 +55,8 @@ func varsFor(ta *flytev1.TaskAction, attempt int32, podName string) templateVars
 	if task.OutputPrefix(ta, attempt) == "" {
 		noOutput = "spec.runOutputBase is empty"
 	}
-	set("input", task.InputURI(ta.Spec.InputURI), noInput)
-	set("inputprefix", task.InputPrefix(ta.Spec.InputURI), noInput)
+	set("input", layout.InputURI(ta.Spec.InputURI), noInput)
+	set("inputprefix", layout.InputPrefix(ta.Spec.InputURI), noInput)
 	set("outputprefix", task.OutputPrefix(ta, attempt), noOutput)
 	set("rawoutputdataprefix", task.RawOutputDataPrefix(ta, attempt), noOutput)
 	set("checkpointoutputprefix", task.CheckpointPrefix(ta, attempt), noOutput)
