@@ -5,16 +5,9 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
-
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
-	_ "modernc.org/sqlite"             // registers the pure-Go "sqlite" driver
 )
 
 // Dialect is what differs between the two databases in the SQL we write.
@@ -83,89 +76,6 @@ func (db *DB) LockTx(ctx context.Context, tx *sql.Tx, id int64) error {
 		return db.Errorf("lock %d: %w", id, err)
 	}
 	return nil
-}
-
-// SQLiteOptions tune OpenSQLite.
-type SQLiteOptions struct {
-	// Durable makes a commit survive power loss (synchronous=FULL); otherwise
-	// only a process crash (NORMAL), which is cheaper.
-	Durable bool
-}
-
-// OpenSQLite opens (creating it and its directory if needed) the database
-// file at path in WAL mode. Transactions take the write lock up front
-// (_txlock=immediate), so a read-then-write transaction never fails on lock
-// upgrade and two of them cannot interleave.
-func OpenSQLite(ctx context.Context, path string, o SQLiteOptions) (*DB, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, fmt.Errorf("sqlite: data directory: %w", err)
-	}
-	sync := "NORMAL"
-	if o.Durable {
-		sync = "FULL"
-	}
-	q := url.Values{}
-	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + sync + ")"} {
-		q.Add("_pragma", p)
-	}
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
-	}
-	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(8)
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
-	}
-	return &DB{DB: db, Dialect: SQLite}, nil
-}
-
-// OpenPostgres connects to the database at dsn (a URL or key=value string).
-func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: open: %w", err)
-	}
-	db.SetMaxOpenConns(16)
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("postgres: connect: %w", err)
-	}
-	return &DB{DB: db, Dialect: Postgres}, nil
-}
-
-// Config chooses the database: PostgreSQL when PostgresDSN is set, else
-// SQLite in DataDir.
-type Config struct {
-	DataDir     string
-	PostgresDSN string
-}
-
-// Open opens the database cfg chooses; sqliteFile is the file's name in DataDir.
-func Open(ctx context.Context, cfg Config, sqliteFile string, o SQLiteOptions) (*DB, error) {
-	if cfg.PostgresDSN != "" {
-		return OpenPostgres(ctx, cfg.PostgresDSN)
-	}
-	if cfg.DataDir == "" {
-		return nil, errors.New("a data directory or a PostgreSQL DSN is required")
-	}
-	return OpenSQLite(ctx, filepath.Join(cfg.DataDir, sqliteFile), o)
-}
-
-// OpenMigrated opens the database cfg chooses and brings it to schema; on
-// failure nothing stays open.
-func OpenMigrated(ctx context.Context, cfg Config, sqliteFile string, o SQLiteOptions, schema Schema) (*DB, error) {
-	db, err := Open(ctx, cfg, sqliteFile, o)
-	if err != nil {
-		return nil, err
-	}
-	if err := Migrate(ctx, db, schema); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	return db, nil
 }
 
 // Schema is a store's migration history.

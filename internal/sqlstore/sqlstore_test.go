@@ -63,9 +63,3 @@ func TestMigrateAppliesOnceAndRefusesNewerSchema(t *testing.T) {
 		t.Fatal("a failed migration left part of its work behind")
 	}
 }
-
-func TestOpenNeedsALocation(t *testing.T) {
-	if _, err := sqlstore.Open(context.Background(), sqlstore.Config{}, "x.db", sqlstore.SQLiteOptions{}); err == nil {
-		t.Fatal("Open with neither a data directory nor a DSN succeeded")
-	}
-}

@@ -2,7 +2,6 @@ package cachesvc
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/taskaction/executor/internal/sqlstore"
 )
@@ -11,19 +10,26 @@ import (
 // differs from the events service's, so both may share a directory.
 const SQLiteFile = "cache.db"
 
-// A lost entry only costs a recomputation, so SQLite commits need only
-// survive a process crash, not power loss.
-var sqliteOptions = sqlstore.SQLiteOptions{Durable: false}
+// opener opens the cache store; what is not said here is sqlstore's.
+var opener = sqlstore.Opener[Store]{
+	Name:       "cache store",
+	SQLiteFile: SQLiteFile,
+	// A lost entry only costs a recomputation, so SQLite commits need only
+	// survive a process crash, not power loss.
+	SQLite: sqlstore.SQLiteOptions{Durable: false},
+	Schema: schema,
+	New:    newSQLStore,
+}
 
 // OpenSQLite opens (creating it if needed) dataDir/cache.db and migrates it.
 func OpenSQLite(ctx context.Context, dataDir string) (Store, error) {
-	return OpenStore(ctx, StoreConfig{DataDir: dataDir})
+	return opener.OpenSQLite(ctx, dataDir)
 }
 
 // OpenPostgres connects to the database at dsn (a URL or key=value string)
 // and migrates it.
 func OpenPostgres(ctx context.Context, dsn string) (Store, error) {
-	return OpenStore(ctx, StoreConfig{PostgresDSN: dsn})
+	return opener.OpenPostgres(ctx, dsn)
 }
 
 // StoreConfig chooses the store: PostgreSQL when PostgresDSN is set, else
@@ -32,9 +38,5 @@ type StoreConfig = sqlstore.Config
 
 // OpenStore opens the store cfg chooses.
 func OpenStore(ctx context.Context, cfg StoreConfig) (Store, error) {
-	db, err := sqlstore.OpenMigrated(ctx, cfg, SQLiteFile, sqliteOptions, schema)
-	if err != nil {
-		return nil, fmt.Errorf("cache store: %w", err)
-	}
-	return newSQLStore(db), nil
+	return opener.Open(ctx, cfg)
 }
