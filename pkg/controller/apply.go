@@ -41,7 +41,7 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 	}
 	key := client.ObjectKeyFromObject(ta)
 	for _, ev := range plan.Events {
-		if r.ackedUnwritten.acknowledged(key, ta.UID, ev) {
+		if r.memory.unwrittenEvents.acknowledged(key, ta.UID, ev) {
 			continue // acknowledged before, and no status written since (a held-back status)
 		}
 		if err := r.Recorder.Record(ctx, ev); err != nil {
@@ -57,10 +57,10 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 	}
 	if wrote {
 		// The status is the record of what was sent and launched again.
-		r.ackedUnwritten.forget(key)
-		r.launches.forget(key)
+		r.memory.unwrittenEvents.forget(key)
+		r.memory.launches.forget(key)
 	} else {
-		r.ackedUnwritten.add(key, ta.UID, plan.Events)
+		r.memory.unwrittenEvents.add(key, ta.UID, plan.Events)
 	}
 	r.countTransitions(plan, metrics.OutcomeOK)
 	r.countPlan(plan)
@@ -95,7 +95,7 @@ func (r *Reconciler) apply(ctx context.Context, w World, p plugin.Plugin, plan P
 		if err != nil && !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 		}
-		r.taReleased.add(client.ObjectKeyFromObject(ta), ta.UID)
+		r.memory.released.add(client.ObjectKeyFromObject(ta), ta.UID)
 	}
 	return ctrl.Result{RequeueAfter: plan.WakeAfter}, nil
 }
@@ -169,7 +169,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, ta *flytev1.TaskAction, st
 	// TaskAction (its spec the larger part) would be encoded, sent and
 	// decoded for nothing.
 	m := &metav1.PartialObjectMetadata{TypeMeta: taskActionType, ObjectMeta: metav1.ObjectMeta{Namespace: ta.Namespace, Name: ta.Name}}
-	if err := r.taWrites.write(client.ObjectKeyFromObject(ta), ta.ResourceVersion, func() (string, error) {
+	if err := r.memory.taskActionWrites.write(client.ObjectKeyFromObject(ta), ta.ResourceVersion, func() (string, error) {
 		err := r.Client.Status().Patch(ctx, m, client.RawPatch(types.MergePatchType, patch))
 		return m.ResourceVersion, err
 	}); err != nil {
@@ -240,7 +240,7 @@ func (r *Reconciler) patchMetaOnce(ctx context.Context, ta *flytev1.TaskAction, 
 	}
 	// Answered with metadata only, as patchStatus is.
 	m := &metav1.PartialObjectMetadata{TypeMeta: taskActionType, ObjectMeta: metav1.ObjectMeta{Namespace: ta.Namespace, Name: ta.Name}}
-	if err := r.taWrites.write(client.ObjectKeyFromObject(ta), base.ResourceVersion, func() (string, error) {
+	if err := r.memory.taskActionWrites.write(client.ObjectKeyFromObject(ta), base.ResourceVersion, func() (string, error) {
 		err := r.Client.Patch(ctx, m, client.RawPatch(types.JSONPatchType, raw))
 		return m.ResourceVersion, err
 	}); err != nil {

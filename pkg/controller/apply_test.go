@@ -205,8 +205,8 @@ func (r *rig) reconciler() *Reconciler {
 	reg.SetDefault(container.New())
 	c := r.client()
 	return &Reconciler{Client: c, APIReader: r.store, Registry: reg, Recorder: r.svc, Clock: r.clock,
-		Options:  Options{Cluster: "c1", MaxSystemFailures: 3, RequeueDuration: 10 * time.Second},
-		taWrites: newWriteOrder(), taReleased: newReleased(), podCreates: newWriteOrder()}
+		Options: Options{Cluster: "c1", MaxSystemFailures: 3, RequeueDuration: 10 * time.Second},
+		memory:  newProcessMemory()}
 }
 
 // createTA stores ta as a user would create it (not one of the executor's writes).
@@ -543,7 +543,7 @@ func TestCrashResendsAtMostTheHeldEvents(t *testing.T) {
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "hello"}}
 	restart := func() *Reconciler {
 		rec := r.reconciler()
-		rec.ackedUnwritten, rec.launches = newAcknowledgedEvents(), newLaunchRecords()
+		rec.memory = newProcessMemory()
 		rec.Options.QueuedStatusDelay, rec.Options.SaturatedStatusDelay, rec.Options.ExecutingStatusDelay = 5*time.Second, time.Minute, 10*time.Second
 		busy := func() int { return 1 } // saturated: both statuses may be held
 		rec.queued.Store(&busy)
@@ -589,4 +589,29 @@ func TestCrashResendsAtMostTheHeldEvents(t *testing.T) {
 		t.Fatalf("past the hold: history %v, want Queued and Executing written", ta.Status.PhaseHistory)
 	}
 	resends(&rec, 0)
+}
+
+func TestMetaPatch(t *testing.T) {
+	ta := func(labels map[string]string, fins ...string) *flytev1.TaskAction {
+		return &flytev1.TaskAction{ObjectMeta: metav1.ObjectMeta{Labels: labels, Finalizers: fins}}
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new *flytev1.TaskAction
+		want     string
+	}{
+		{"nothing", ta(nil, "f"), ta(nil, "f"), ""},
+		{"add first finalizer", ta(nil), ta(nil, "f"), `add /metadata/finalizers [f]`},
+		{"remove finalizer", ta(nil, "x", "f"), ta(nil, "x"), `test /metadata/finalizers [x f]; add /metadata/finalizers [x]`},
+		{"labels onto none", ta(nil), ta(map[string]string{"a/b": "1"}), `add /metadata/labels map[a/b:1]`},
+		{"escaped label key", ta(map[string]string{"team": "ml"}), ta(map[string]string{"team": "ml", "flyte.org/x~y": "v"}), `add /metadata/labels/flyte.org~1x~0y v`},
+	} {
+		var got []string
+		for _, op := range metaPatch(tc.old, tc.new) {
+			got = append(got, fmt.Sprintf("%s %s %v", op.Op, op.Path, op.Value))
+		}
+		if g := strings.Join(got, "; "); g != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, g, tc.want)
+		}
+	}
 }

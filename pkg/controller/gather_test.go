@@ -58,8 +58,8 @@ func TestPodCacheBehind(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			live := &liveReader{exists: tc.exists}
-			r := &Reconciler{APIReader: live, podCreates: newWriteOrder(), objectsSynced: func() string { return tc.synced }}
-			r.podCreates.wrote(key, "", "10")
+			r := &Reconciler{APIReader: live, memory: newProcessMemory(), objectsSynced: func() string { return tc.synced }}
+			r.memory.objectCreates.wrote(key, "", "10")
 			got, _, err := r.podCacheBehind(context.Background(), p, key, false)
 			if err != nil || got != tc.want {
 				t.Fatalf("behind = %v, %v; want %v", got, err, tc.want)
@@ -71,7 +71,7 @@ func TestPodCacheBehind(t *testing.T) {
 		})
 	}
 	// Nothing created by this process: the cache is trusted.
-	r := &Reconciler{podCreates: newWriteOrder()}
+	r := &Reconciler{memory: newProcessMemory()}
 	if got, _, _ := r.podCacheBehind(context.Background(), p, key, false); got {
 		t.Error("behind without a create")
 	}
@@ -85,9 +85,9 @@ func TestPodCacheBehindAfterTheCreateEvent(t *testing.T) {
 	p := container.New()
 	for _, exists := range []bool{true, false} {
 		live := &liveReader{exists: exists}
-		r := &Reconciler{APIReader: live, podCreates: newWriteOrder(), objectsSynced: func() string { return "9" }}
-		r.podCreates.wrote(key, "", "10")
-		if !r.podCreates.echo(key, "", "10") {
+		r := &Reconciler{APIReader: live, memory: newProcessMemory(), objectsSynced: func() string { return "9" }}
+		r.memory.objectCreates.wrote(key, "", "10")
+		if !r.memory.objectCreates.echo(key, "", "10") {
 			t.Fatal("the event of our create, awaited by none, woke a reconcile")
 		}
 		behind, arrived, err := r.podCacheBehind(context.Background(), p, key, false)
@@ -100,12 +100,12 @@ func TestPodCacheBehindAfterTheCreateEvent(t *testing.T) {
 		}
 	}
 	// A reconcile that waits: the event wakes it.
-	r := &Reconciler{podCreates: newWriteOrder(), objectsSynced: func() string { return "9" }}
-	r.podCreates.wrote(key, "", "10")
+	r := &Reconciler{memory: newProcessMemory(), objectsSynced: func() string { return "9" }}
+	r.memory.objectCreates.wrote(key, "", "10")
 	if behind, _, _ := r.podCacheBehind(context.Background(), p, key, false); !behind {
 		t.Fatal("informer not past the create: not behind")
 	}
-	if r.podCreates.echo(key, "", "10") {
+	if r.memory.objectCreates.echo(key, "", "10") {
 		t.Error("the event a waiting reconcile needs was dropped")
 	}
 }

@@ -34,7 +34,7 @@ func (d decider) retry(p *Plan, w World, now time.Time, t transition) {
 	st.SystemFailures = 0
 	writeState(st, attemptState{Attempt: st.Attempts})
 	p.Metrics.Retry = true
-	p.wake(wakeSoon)
+	p.wake(wakeNow)
 }
 
 // retriedAs is the transition that reports the failure of t's attempt: the

@@ -37,7 +37,6 @@ import (
 	"github.com/taskaction/executor/pkg/metrics"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/storage"
-	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
 	"github.com/taskaction/executor/pkg/tracing"
 )
@@ -106,11 +105,8 @@ type Reconciler struct {
 	// Tracer makes a span of each reconcile (off: the zero value).
 	Tracer tracing.Tracer
 
-	taWrites       *writeOrder
-	taReleased     *released
-	podCreates     *writeOrder
-	ackedUnwritten *acknowledgedEvents
-	launches       *launchRecords
+	// memory is what this process keeps beyond the API server (processMemory).
+	memory processMemory
 	// queued is how many TaskActions wait in the work queue for a worker
 	// (nil: unknown).
 	queued atomic.Pointer[func() int]
@@ -152,18 +148,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	ta := &flytev1.TaskAction{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ta); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.taWrites.forget(req.NamespacedName)
-			r.taReleased.forget(req.NamespacedName)
-			r.ackedUnwritten.forget(req.NamespacedName)
-			r.launches.forget(req.NamespacedName)
+			r.memory.forgetTaskAction(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
-	if r.taReleased.has(req.NamespacedName, ta.UID) {
+	if r.memory.released.has(req.NamespacedName, ta.UID) {
 		return ctrl.Result{}, nil // let go; its deletion is on its way to the cache
 	}
-	if behind, arrived := r.taWrites.behind(req.NamespacedName, ta.ResourceVersion); behind {
+	if behind, arrived := r.memory.taskActionWrites.behind(req.NamespacedName, ta.ResourceVersion); behind {
 		// Older than our own last write: its watch event brings the newer
 		// copy, unless it reached the cache since the read.
 		if !arrived {
@@ -172,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if err := r.Client.Get(ctx, req.NamespacedName, ta); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		if behind, _ := r.taWrites.behind(req.NamespacedName, ta.ResourceVersion); behind {
+		if behind, _ := r.memory.taskActionWrites.behind(req.NamespacedName, ta.ResourceVersion); behind {
 			return ctrl.Result{RequeueAfter: wakeCacheLag}, nil
 		}
 	}
@@ -216,9 +209,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		span.Decided(plan.Status.Attempts, plan.Status.PluginPhase, eventPhases(plan.Events))
 	}
 	res, err = r.apply(ctx, w, p, plan)
-	if err == nil && r.taWrites.takeMissed(req.NamespacedName) {
+	if err == nil && r.memory.taskActionWrites.takeMissed(req.NamespacedName) {
 		// An event taken for our write was another's: look again.
-		res.RequeueAfter = wakeSoon
+		res.RequeueAfter = wakeNow
 	}
 	return res, err
 }
@@ -256,63 +249,13 @@ func (r *Reconciler) saturated() bool {
 // pressureMemory. The events batcher reads it to hold its batches longer.
 func UnderPressure() bool { return metrics.APIPressureWithin(pressureMemory) }
 
-// launch creates the attempt's pod and puts the outcome into w.
-func (r *Reconciler) launch(ctx context.Context, w *World, p plugin.Plugin, now time.Time) error {
-	attempt := max(w.TA.Status.Attempts, 1)
-	tc := r.taskContext(w.TA, w.Task, attempt, now)
-	if k := w.InputsKey; k != nil && k.Inputs != nil && readsInputs(p, w.Task) {
-		tc.Inputs = k.Inputs // already read for the cache key
-	} else if readsInputs(p, w.Task) && r.Storage != nil {
-		// The launch uses the inputs (the command renders one, {{.Inputs.x}},
-		// or the plugin reads one): read them now, at the edge. A storage
-		// failure is a transient launch error, which the decision turns into a
-		// system failure with backoff.
-		rctx, cancel := context.WithTimeout(ctx, storageTimeout)
-		in, err := r.Storage.ReadInputs(rctx, w.TA.Spec.InputURI)
-		cancel()
-		if err != nil {
-			w.Launch = &launchOutcome{Err: fmt.Errorf("read the inputs at %s that the command renders: %w", w.TA.Spec.InputURI, err)}
-			return nil
-		}
-		tc.Inputs = in
-	}
-	lc := &launchClient{Client: r.Client, live: r.APIReader, name: p.ResourceName(tc), created: r.podCreates}
-	err := p.Launch(ctx, lc, tc)
-	w.Launch = &launchOutcome{Err: err}
-	if err != nil {
-		return nil
-	}
-	if lc.object == nil {
-		// Launched, but the pod could not be read back: the cache will show it.
-		w.PodCacheBehind = true
-		return nil
-	}
-	if lc.found {
-		// An earlier attempt at the create got through: the cache is behind
-		// until it shows this version (a create records itself).
-		r.podCreates.wrote(client.ObjectKeyFromObject(lc.object), "", lc.object.GetResourceVersion())
-	}
-	r.launches.launched(client.ObjectKeyFromObject(w.TA), launchRecord{TA: w.TA.UID, Attempt: attempt,
-		Pod: lc.object.GetUID(), Created: lc.object.GetCreationTimestamp().Time})
-	res, derr := r.describe(ctx, p, tc, lc.object)
-	if derr != nil {
-		return derr
-	}
-	w.Pod = res
-	return nil
-}
-
-func (r *Reconciler) taskContext(ta *flytev1.TaskAction, t *task.Task, attempt uint32, now time.Time) plugin.TaskContext {
-	return plugin.TaskContext{TaskAction: ta, Task: t, Attempt: int32(attempt), Settings: r.Options.Settings, Now: now}
-}
-
 // objectChanges passes the events of an attempt's object that can change its
 // phase: a pod's status or deletion (any change of another kind: they are few
 // and change seldom); and creations, except the event of a create of ours
 // that no reconcile waits for (the launching reconcile had the object from
 // its create's answer; a reconcile that found the cache behind the launch
 // waits for it, and wakeCacheLag is only the safety net).
-func objectChanges(created *writeOrder) predicate.Funcs {
+func objectChanges(created *readYourWrites) predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool {
 			return !created.echo(client.ObjectKeyFromObject(e.Object), "", e.Object.GetResourceVersion())
@@ -345,8 +288,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	r.taWrites, r.taReleased, r.podCreates, r.ackedUnwritten = newWriteOrder(), newReleased(), newWriteOrder(), newAcknowledgedEvents()
-	r.launches = newLaunchRecords()
+	r.memory = newProcessMemory()
 	ctx := context.Background()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &flytev1.TaskAction{}, identityIndex, actionIdentity); err != nil {
 		return fmt.Errorf("index TaskActions by identity: %w", err)
@@ -354,10 +296,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("taskaction").
 		// The event of our own status or metadata write wakes nothing: the
-		// reconcile that wrote it planned what follows (writeOrder.echo).
+		// reconcile that wrote it planned what follows (readYourWrites.echo).
 		For(&flytev1.TaskAction{}, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {
-				return !r.taWrites.echo(client.ObjectKeyFromObject(e.ObjectNew), e.ObjectOld.GetResourceVersion(), e.ObjectNew.GetResourceVersion())
+				return !r.memory.taskActionWrites.echo(client.ObjectKeyFromObject(e.ObjectNew), e.ObjectOld.GetResourceVersion(), e.ObjectNew.GetResourceVersion())
 			},
 		})).
 		// A new TaskAction with another's identity also wakes that other one:
@@ -399,7 +341,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		// Completions first (priority.go).
 		handler: completionsFirst(handler.EnqueueRequestsFromMapFunc(controllingTaskAction)),
 		preds: func(client.Object) []predicate.Predicate {
-			return []predicate.Predicate{objectChanges(r.podCreates)}
+			return []predicate.Predicate{objectChanges(r.memory.objectCreates)}
 		},
 	}
 	// The default plugin's kinds (pods) are watched from the start; the

@@ -34,7 +34,7 @@ type decider struct {
 
 // Wake-ups for waits that the next watch event normally ends early.
 const (
-	wakeSoon     = time.Millisecond // the next step is ready (next attempt's launch)
+	wakeNow      = time.Millisecond // the next step is ready (next attempt's launch)
 	wakeCacheLag = time.Second      // the watch event of the awaited write ends it
 )
 
@@ -100,8 +100,8 @@ func (d decider) recordLaunch(p *Plan, w World, now time.Time, attempt uint32) {
 	switch {
 	case w.Pod.Holder == holderUs:
 		created = w.Pod.Created
-	case w.Unrecorded != nil:
-		created = w.Unrecorded.Created
+	case w.LaunchInFlight != nil:
+		created = w.LaunchInFlight.Created
 	default:
 		return
 	}
@@ -177,7 +177,7 @@ func (d decider) task(p *Plan, w World, now time.Time) {
 	}
 	s := readState(st, attempt)
 	pod := w.Pod
-	if u := w.Unrecorded; u != nil && s.Pod == "" && pod.Holder == holderNone {
+	if u := w.LaunchInFlight; u != nil && s.Pod == "" && pod.Holder == holderNone {
 		// Launched with its Queued held back, and gone: recorded now as it
 		// would have been then, so that its deletion by someone else is
 		// counted like any other. Its QUEUED goes with it: the same event as
@@ -192,7 +192,7 @@ func (d decider) task(p *Plan, w World, now time.Time) {
 			err: &plugin.ExecError{Code: CodeForeignResource, Kind: flytev1.ErrorKindUser, Message: fmt.Sprintf(
 				"pod %s/%s exists and is not controlled by this TaskAction: the executor will not delete or adopt it; rename the TaskAction or remove that pod",
 				w.TA.Namespace, pod.Name)}})
-	case pod.Holder == holderEarlier:
+	case pod.Holder == holderPreviousTaskAction:
 		// A pod of an earlier TaskAction of the same name: the garbage collector removes it.
 		d.progress(p, w, now, s, transition{attempt: attempt, phase: plugin.PhaseQueued, at: now,
 			message: fmt.Sprintf("waiting for pod %s of an earlier TaskAction of the same name to be deleted", pod.Name)})
@@ -250,7 +250,7 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 	created := false // this observation records the pod's creation
 	// Nothing of this pod is recorded yet, and nothing else is to be written:
 	// its first states may be held back (holdRunning).
-	pristine := s.Pod != w.Pod.UID && equality.Semantic.DeepEqual(p.Status, w.TA.Status)
+	mayHoldBack := s.Pod != w.Pod.UID && equality.Semantic.DeepEqual(p.Status, w.TA.Status)
 	if s.Pod != w.Pod.UID {
 		// Launched in this reconcile, or launched before a crash (or within
 		// the Queued delay) and not recorded: ours.
@@ -304,7 +304,7 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 		d.progress(p, w, now, s, t)
 		p.wake(obs.RecheckAfter)
 		d.keepReservation(p, w)
-		if pristine {
+		if mayHoldBack {
 			d.holdRunning(p, w, now, t)
 		}
 	}
@@ -538,7 +538,7 @@ func (d decider) event(w World, st *flytev1.TaskActionStatus, t transition, vers
 		UpdatedAt: t.at.UTC(), Cluster: d.Cluster, CacheStatus: st.CacheStatus.String(),
 	}
 	launched := w.Pod.Holder == holderUs || readState(&w.TA.Status, t.attempt).Pod != "" ||
-		(w.Unrecorded != nil && w.Unrecorded.Attempt == t.attempt)
+		(w.LaunchInFlight != nil && w.LaunchInFlight.Attempt == t.attempt)
 	if t.attempt == max(w.TA.Status.Attempts, 1) && launched {
 		// The attempt's pod, whether or not it is still there when the event is (re-)sent.
 		ev.PodName = w.Pod.Name

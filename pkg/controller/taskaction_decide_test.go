@@ -83,7 +83,7 @@ func TestDecide(t *testing.T) {
 			want: want{events: "1:SUCCEEDED:v37", history: "Queued,Executing,Completed", reason: "Completed", attempts: 1, finish: true}},
 		{name: "user failure with retries left: no FAILED, the next attempt's QUEUED carries the error, pod deleted", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(1)) },
 			pod:  ours("pod-1", t0, userFailure(now)),
-			want: want{events: "2:QUEUED:v1", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Error", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
+			want: want{events: "2:QUEUED:v1", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Error", attempts: 2, deletes: "pod-1", wake: wakeNow}},
 		{name: "user failure, no retries left", ta: running0, pod: ours("pod-1", t0, userFailure(now)),
 			want: want{events: "1:FAILED:v38", history: "Queued,Executing,PermanentFailure", reason: "PermanentFailure", code: "Error", attempts: 1, finish: true}},
 		{name: "stuck pod (InvalidImageName): failed, then deleted", ta: launched0, pod: ours("pod-1", t0, podWaiting("InvalidImageName")),
@@ -102,7 +102,7 @@ func TestDecide(t *testing.T) {
 			pod:  resource{Holder: holderForeign, UID: "sts-pod"},
 			want: want{events: "1:FAILED:v6", history: "PermanentFailure", reason: "PermanentFailure", code: CodeForeignResource, attempts: 1, finish: true}},
 		{name: "pod of an earlier TaskAction of the same name: wait", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
-			pod:  resource{Holder: holderEarlier, UID: "old"},
+			pod:  resource{Holder: holderPreviousTaskAction, UID: "old"},
 			want: want{events: "1:QUEUED:v1", history: "Queued", reason: "Queued", attempts: 1, wake: 10 * time.Second}},
 		{name: "quota refusal: waits with backoff, no attempt consumed", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
 			mod: func(w *World) {
@@ -166,7 +166,7 @@ func TestDecide(t *testing.T) {
 			return ta
 		}, pod: ours("pod-1", t0, succeeded(t0)), want: want{noWrite: true, removeFin: true, finish: true}},
 		{name: "another TaskAction has the same identity: refused", ta: func(testing.TB) *flytev1.TaskAction { return newTA(0) },
-			mod:  func(w *World) { w.Duplicate = &twin{Name: "other/hello"} },
+			mod:  func(w *World) { w.Duplicate = &duplicateAction{Name: "other/hello"} },
 			want: want{history: "InvalidSpec", reason: "InvalidSpec", code: CodeDuplicateAction, attempts: 1, finish: true}},
 		{name: "error.pb non-recoverable after exit 0, retries left: fails at once", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(2)) },
 			pod: ours("pod-1", t0, succeeded(now)), mod: runtimeSays("ValueError", core.ExecutionError_USER, false),
@@ -176,7 +176,7 @@ func TestDecide(t *testing.T) {
 			want: want{events: "1:FAILED:v38", history: "Queued,Executing,PermanentFailure", reason: "PermanentFailure", code: "OOM", attempts: 1, finish: true}},
 		{name: "error.pb recoverable USER after exit 0: retried", ta: func(t testing.TB) *flytev1.TaskAction { return runningTA(t, newTA(1)) },
 			pod: ours("pod-1", t0, succeeded(now)), mod: runtimeSays("Flaky", core.ExecutionError_USER, true),
-			want: want{events: "2:QUEUED:v1", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Flaky", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
+			want: want{events: "2:QUEUED:v1", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Flaky", attempts: 2, deletes: "pod-1", wake: wakeNow}},
 		{name: "error.pb recoverable SYSTEM: a system failure of the same attempt", ta: running0,
 			pod: ours("pod-1", t0, succeeded(now)), mod: runtimeSays("Net", core.ExecutionError_SYSTEM, true),
 			want: want{history: "Queued,Executing", reason: "Executing", code: "Net", attempts: 1, sysFailures: 1, deletes: "pod-1", wake: 10 * time.Second}},
@@ -184,7 +184,7 @@ func TestDecide(t *testing.T) {
 			pod: ours("pod-1", t0, userFailure(now)), mod: func(w *World) {
 				w.RuntimeError = &runtimeError{Doc: storage.TaskError{Code: storage.CodeErrorFileNotFound}}
 			},
-			want: want{events: "2:QUEUED:v1", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Error", attempts: 2, deletes: "pod-1", wake: wakeSoon}},
+			want: want{events: "2:QUEUED:v1", history: "Queued,Executing,RetryableFailure", reason: "RetryableFailure", code: "Error", attempts: 2, deletes: "pod-1", wake: wakeNow}},
 		{name: "no error.pb after exit 0: succeeded", ta: running0,
 			pod: ours("pod-1", t0, succeeded(now)), mod: func(w *World) {
 				w.RuntimeError = &runtimeError{Doc: storage.TaskError{Code: storage.CodeErrorFileNotFound}}
@@ -447,7 +447,7 @@ func TestHeldLaunchDeletedExternally(t *testing.T) {
 	if p := d.decide(gone, t0.Add(time.Second)); p.Status.SystemFailures != 0 || !p.Launch {
 		t.Fatalf("without the launch remembered (a restart): system failures %d, relaunch %v; want 0 and a relaunch", p.Status.SystemFailures, p.Launch)
 	}
-	gone.Unrecorded = &launchRecord{TA: ta.UID, Attempt: 1, Pod: "pod-1", Created: t0}
+	gone.LaunchInFlight = &launchRecord{TA: ta.UID, Attempt: 1, Pod: "pod-1", Created: t0}
 	p := d.decide(gone, t0.Add(time.Second))
 	if p.Status.SystemFailures != 1 || p.Launch || len(p.Events) != 1 || !reflect.DeepEqual(p.Events[0], launch.Events[0]) || historyOf(p.Status) != "Queued" ||
 		int32(p.Status.PluginPhaseVersion) != launch.Events[0].Version || readState(&p.Status, 1).RetryAt == nil || readState(&p.Status, 1).Pod != "" {

@@ -88,9 +88,9 @@ func steadyReconciler(b *testing.B, tp trace.TracerProvider) (*Reconciler, ctrl.
 		},
 	})
 	r := &Reconciler{Client: c, APIReader: store, Registry: reg, Recorder: &events.MemoryRecorder{}, Clock: clk,
-		Options:  Options{Cluster: "c1", MaxSystemFailures: 3, RequeueDuration: 10 * time.Second},
-		Tracer:   tracing.NewTracer(tp, "bench"),
-		taWrites: newWriteOrder(), taReleased: newReleased(), podCreates: newWriteOrder()}
+		Options: Options{Cluster: "c1", MaxSystemFailures: 3, RequeueDuration: 10 * time.Second},
+		Tracer:  tracing.NewTracer(tp, "bench"),
+		memory:  newProcessMemory()}
 	ta := newTA(0)
 	ta.Finalizers = nil
 	ctx := context.Background()

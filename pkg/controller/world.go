@@ -1,8 +1,9 @@
 package controller
 
 import (
-	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"time"
+
+	"github.com/taskaction/executor/gen/flyteidl2/core"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -17,10 +18,10 @@ import (
 type holder int
 
 const (
-	holderNone    holder = iota // nothing holds the name
-	holderUs                    // this TaskAction (controller reference, same UID)
-	holderEarlier               // an earlier TaskAction of the same name (the GC removes it)
-	holderForeign               // anything else: never touched
+	holderNone               holder = iota // nothing holds the name
+	holderUs                               // this TaskAction (controller reference, same UID)
+	holderPreviousTaskAction               // an earlier TaskAction of the same name (the GC removes it)
+	holderForeign                          // anything else: never touched
 )
 
 // resource is an attempt's object (a pod) as gathered.
@@ -62,8 +63,8 @@ type inputsKey struct {
 	Err error
 }
 
-// twin is a TaskAction with the same action identity as another.
-type twin struct {
+// duplicateAction is a TaskAction with the same action identity as another.
+type duplicateAction struct {
 	Name string
 	// SameSecond: both were created in the same second (one epoch).
 	SameSecond bool
@@ -83,15 +84,15 @@ type World struct {
 	PluginErr error
 	// Duplicate is another TaskAction whose events this one's could not be
 	// told apart from (nil: none).
-	Duplicate *twin
+	Duplicate *duplicateAction
 
 	// Pod is the current attempt's object under its name.
 	Pod resource
 	// PodCacheBehind: the cache has not yet seen the pod this process created.
 	PodCacheBehind bool
-	// Unrecorded is this process's launch of the current attempt while the
+	// LaunchInFlight is this process's launch of the current attempt while the
 	// status does not record it yet (nil: none, or forgotten in a restart).
-	Unrecorded *launchRecord
+	LaunchInFlight *launchRecord
 	// Saturated: the executor or the API server is short of capacity
 	// (Reconciler.saturated), so a new pod's statuses are held back longer.
 	Saturated bool

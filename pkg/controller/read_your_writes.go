@@ -1,19 +1,15 @@
 package controller
 
 import (
-	"slices"
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/taskaction/executor/pkg/events"
 )
 
-// writeOrder remembers the resourceVersion of this process's last write to
+// readYourWrites remembers the resourceVersion of this process's last write to
 // each object, so that a reconcile never decides from a cached copy older than
 // that write (read-your-writes over the informer cache). Versions are ordered
 // with apimachinery's comparison; a copy at or past the write clears the entry.
@@ -27,7 +23,7 @@ import (
 // first event from the version it writes over is taken for it, and if the
 // response then names another version, that event was someone else's and the
 // writing reconcile runs again (missed).
-type writeOrder struct {
+type readYourWrites struct {
 	mu      sync.Mutex
 	last    map[types.NamespacedName]*ownWrite
 	writing map[types.NamespacedName]*pendingWrite
@@ -45,14 +41,14 @@ type ownWrite struct {
 // version of the event taken for it before its response.
 type pendingWrite struct{ base, taken string }
 
-func newWriteOrder() *writeOrder {
-	return &writeOrder{last: map[types.NamespacedName]*ownWrite{},
+func newReadYourWrites() *readYourWrites {
+	return &readYourWrites{last: map[types.NamespacedName]*ownWrite{},
 		writing: map[types.NamespacedName]*pendingWrite{}, missed: map[types.NamespacedName]bool{}}
 }
 
 // write runs do, a write of key over the version base that returns the
 // version written, and records it.
-func (o *writeOrder) write(key types.NamespacedName, base string, do func() (string, error)) error {
+func (o *readYourWrites) write(key types.NamespacedName, base string, do func() (string, error)) error {
 	if o == nil {
 		_, err := do()
 		return err
@@ -84,7 +80,7 @@ func (o *writeOrder) write(key types.NamespacedName, base string, do func() (str
 }
 
 // wrote records a write that turned base into rv.
-func (o *writeOrder) wrote(key types.NamespacedName, base, rv string) {
+func (o *readYourWrites) wrote(key types.NamespacedName, base, rv string) {
 	if o == nil {
 		return
 	}
@@ -93,7 +89,7 @@ func (o *writeOrder) wrote(key types.NamespacedName, base, rv string) {
 	o.record(key, base, rv)
 }
 
-func (o *writeOrder) record(key types.NamespacedName, base, rv string) {
+func (o *readYourWrites) record(key types.NamespacedName, base, rv string) {
 	if rv == "" {
 		return
 	}
@@ -107,7 +103,7 @@ func (o *writeOrder) record(key types.NamespacedName, base, rv string) {
 
 // takeMissed says whether an event was taken for a write of key that turned
 // out to be another's (the reconcile must look again), and clears it.
-func (o *writeOrder) takeMissed(key types.NamespacedName) bool {
+func (o *readYourWrites) takeMissed(key types.NamespacedName) bool {
 	if o == nil {
 		return false
 	}
@@ -122,7 +118,7 @@ func (o *writeOrder) takeMissed(key types.NamespacedName) bool {
 // if so whether that write has reached the cache since the copy was read
 // (then reading again finds it). A reconcile told it is behind, and not that
 // it arrived, is woken by the write's event.
-func (o *writeOrder) behind(key types.NamespacedName, rv string) (behind, arrived bool) {
+func (o *readYourWrites) behind(key types.NamespacedName, rv string) (behind, arrived bool) {
 	if o == nil {
 		return false, false
 	}
@@ -148,7 +144,7 @@ func (o *writeOrder) behind(key types.NamespacedName, rv string) (behind, arrive
 // last write to key (a create when oldRV is ""), awaited by no reconcile: it
 // need wake none. Any other change, or a watch that skipped versions, is not
 // an echo.
-func (o *writeOrder) echo(key types.NamespacedName, oldRV, newRV string) bool {
+func (o *readYourWrites) echo(key types.NamespacedName, oldRV, newRV string) bool {
 	if o == nil || oldRV == newRV {
 		return false // a resync is never a write's event
 	}
@@ -166,7 +162,7 @@ func (o *writeOrder) echo(key types.NamespacedName, oldRV, newRV string) bool {
 	return true
 }
 
-func (o *writeOrder) forget(key types.NamespacedName) {
+func (o *readYourWrites) forget(key types.NamespacedName) {
 	if o == nil {
 		return
 	}
@@ -180,7 +176,7 @@ func (o *writeOrder) forget(key types.NamespacedName) {
 // await returns the remembered write to key, if any, and whether its event
 // has reached the cache; if it has not, the caller waits for that event,
 // which then wakes a reconcile.
-func (o *writeOrder) await(key types.NamespacedName) (rv string, ok, arrived bool) {
+func (o *readYourWrites) await(key types.NamespacedName) (rv string, ok, arrived bool) {
 	if o == nil {
 		return "", false, false
 	}
@@ -238,171 +234,4 @@ func (h *handledVersion) handler() cache.ResourceEventHandler {
 func syncedPast(synced, rv string) bool {
 	c, err := resourceversion.CompareResourceVersion(synced, rv)
 	return err == nil && c >= 0
-}
-
-// released remembers the TaskActions this process let go (finalizer removed
-// while deleting): the API server deletes them at once, but the write that
-// deleted one does not always carry a newer resourceVersion, so the cache's
-// last copy of it is recognised by UID until the deletion reaches the cache.
-type released struct {
-	mu   sync.Mutex
-	uids map[types.NamespacedName]types.UID
-}
-
-func newReleased() *released { return &released{uids: map[types.NamespacedName]types.UID{}} }
-
-func (g *released) add(key types.NamespacedName, uid types.UID) {
-	if g == nil {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.uids[key] = uid
-}
-
-// has says whether the object at key with uid was let go; a new object of the
-// same name clears the entry.
-func (g *released) has(key types.NamespacedName, uid types.UID) bool {
-	if g == nil {
-		return false
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	old, ok := g.uids[key]
-	if ok && old != uid {
-		delete(g.uids, key)
-		return false
-	}
-	return ok
-}
-
-func (g *released) forget(key types.NamespacedName) {
-	if g == nil {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.uids, key)
-}
-
-// acknowledgedEvents remembers, per TaskAction, the events the events service
-// acknowledged while no status was written (a held-back status), so that the
-// reconciles meanwhile do not send them again: an event of an identity
-// (attempt, phase, version) already acknowledged is skipped even when its
-// details differ (a running pod's log context gains its containers' times),
-// since the identity is what the service keeps one event of. A restart
-// forgets; what it then re-sends is computed from the same pod again.
-type acknowledgedEvents struct {
-	mu   sync.Mutex
-	sent map[types.NamespacedName]acked
-}
-
-type acked struct {
-	uid    types.UID
-	events []events.Event
-}
-
-func newAcknowledgedEvents() *acknowledgedEvents {
-	return &acknowledgedEvents{sent: map[types.NamespacedName]acked{}}
-}
-
-func (a *acknowledgedEvents) acknowledged(key types.NamespacedName, uid types.UID, ev events.Event) bool {
-	if a == nil {
-		return false
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	e, ok := a.sent[key]
-	if !ok || e.uid != uid {
-		return false
-	}
-	return slices.ContainsFunc(e.events, func(s events.Event) bool { return sameIdentity(s, ev) })
-}
-
-func (a *acknowledgedEvents) add(key types.NamespacedName, uid types.UID, evs []events.Event) {
-	if a == nil || len(evs) == 0 {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	e := a.sent[key]
-	if e.uid != uid {
-		e = acked{uid: uid}
-	}
-	for _, ev := range evs {
-		if !slices.ContainsFunc(e.events, func(s events.Event) bool { return sameIdentity(s, ev) }) {
-			e.events = append(e.events, ev)
-		}
-	}
-	a.sent[key] = e
-}
-
-func (a *acknowledgedEvents) forget(key types.NamespacedName) {
-	if a == nil {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.sent, key)
-}
-
-// sameIdentity says whether two events of one TaskAction are the same
-// event to the events service: the same attempt, phase and version.
-func sameIdentity(a, b events.Event) bool {
-	return a.Attempt == b.Attempt && a.Phase == b.Phase && a.Version == b.Version
-}
-
-// launchRecords remembers, per TaskAction, the pod this process launched
-// while no status records that launch yet (its Queued is held back,
-// deferQueued). A pod that disappears then was deleted by someone else, as
-// when its launch is recorded: the system failure is counted, not lost. The
-// first status write makes the status the record again (forget). Lost with
-// the process: after a restart such a pod is relaunched uncounted.
-type launchRecords struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]launchRecord
-}
-
-// launchRecord is one launch: the TaskAction (by UID), the attempt, the pod.
-type launchRecord struct {
-	TA      types.UID
-	Attempt uint32
-	Pod     types.UID
-	Created time.Time
-}
-
-func newLaunchRecords() *launchRecords {
-	return &launchRecords{m: map[types.NamespacedName]launchRecord{}}
-}
-
-func (l *launchRecords) launched(key types.NamespacedName, rec launchRecord) {
-	if l == nil || rec.Pod == "" {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.m[key] = rec
-}
-
-// get is the launch of attempt of the TaskAction ta (nil: none remembered).
-func (l *launchRecords) get(key types.NamespacedName, ta types.UID, attempt uint32) *launchRecord {
-	if l == nil {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	rec, ok := l.m[key]
-	if !ok || rec.TA != ta || rec.Attempt != attempt {
-		return nil
-	}
-	return &rec
-}
-
-func (l *launchRecords) forget(key types.NamespacedName) {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.m, key)
 }

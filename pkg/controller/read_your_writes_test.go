@@ -2,25 +2,17 @@ package controller
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-
-	flytev1 "github.com/taskaction/executor/api/v1"
-	"github.com/taskaction/executor/gen/flyteidl2/core"
-	"github.com/taskaction/executor/pkg/events"
-)
-
-// TestWriteOrder is issue 10, item 9: a cached copy is compared with our
+) // TestWriteOrder is issue 10, item 9: a cached copy is compared with our
 // last write by resourceVersion order (numerically, not as strings), a newer
 // copy is never held back, and nothing expires by time.
-func TestWriteOrder(t *testing.T) {
-	o := newWriteOrder()
+func TestReadYourWrites(t *testing.T) {
+	o := newReadYourWrites()
 	k := types.NamespacedName{Namespace: "n", Name: "a"}
 	behind := func(rv string) bool { b, _ := o.behind(k, rv); return b }
 	if behind("1") {
@@ -47,7 +39,7 @@ func TestWriteOrder(t *testing.T) {
 	if behind("not-a-number") {
 		t.Error("a version that cannot be ordered is trusted")
 	}
-	var nilOrder *writeOrder
+	var nilOrder *readYourWrites
 	nilOrder.wrote(k, "0", "1")
 	if b, _ := nilOrder.behind(k, "0"); b || nilOrder.echo(k, "0", "1") {
 		t.Error("a nil order holds nothing back and recognises no echo")
@@ -58,10 +50,10 @@ func TestWriteOrder(t *testing.T) {
 // older copy and waits for it; a reconcile that read before the event arrived
 // is told to read again. Events that carry anything beside our write (another
 // writer's version in between, a watch that skipped versions) are no echo.
-func TestWriteOrderEcho(t *testing.T) {
+func TestReadYourWritesEcho(t *testing.T) {
 	k := types.NamespacedName{Namespace: "n", Name: "a"}
 	t.Run("unawaited echo is dropped, a late reader reads again", func(t *testing.T) {
-		o := newWriteOrder()
+		o := newReadYourWrites()
 		o.wrote(k, "10", "11")
 		if !o.echo(k, "10", "11") {
 			t.Fatal("our own write's event not recognised")
@@ -74,7 +66,7 @@ func TestWriteOrderEcho(t *testing.T) {
 		}
 	})
 	t.Run("awaited echo wakes the waiter", func(t *testing.T) {
-		o := newWriteOrder()
+		o := newReadYourWrites()
 		o.wrote(k, "10", "11")
 		if b, arrived := o.behind(k, "10"); !b || arrived {
 			t.Fatalf("behind %v, arrived %v; want behind, not arrived", b, arrived)
@@ -90,18 +82,18 @@ func TestWriteOrderEcho(t *testing.T) {
 			{"another writer's later event", "11", "12"},
 			{"a resync", "11", "11"},
 		} {
-			o := newWriteOrder()
+			o := newReadYourWrites()
 			o.wrote(k, "10", "11")
 			if o.echo(k, tc.old, tc.new) {
 				t.Errorf("%s (%s → %s) taken for our write 10 → 11", tc.name, tc.old, tc.new)
 			}
 		}
-		if newWriteOrder().echo(k, "10", "11") {
+		if newReadYourWrites().echo(k, "10", "11") {
 			t.Error("an event without a write of ours taken for an echo")
 		}
 	})
 	t.Run("the event before the write's response", func(t *testing.T) {
-		o := newWriteOrder()
+		o := newReadYourWrites()
 		err := o.write(k, "10", func() (string, error) {
 			if o.echo(k, "10", "10") {
 				t.Error("a resync during the write taken for it")
@@ -122,7 +114,7 @@ func TestWriteOrderEcho(t *testing.T) {
 		}
 	})
 	t.Run("another's event taken during the write", func(t *testing.T) {
-		o := newWriteOrder()
+		o := newReadYourWrites()
 		_ = o.write(k, "10", func() (string, error) {
 			o.echo(k, "10", "11") // another writer's, first
 			return "12", nil
@@ -149,21 +141,12 @@ func TestWriteOrderEcho(t *testing.T) {
 		}
 	})
 	t.Run("a create", func(t *testing.T) {
-		o := newWriteOrder()
+		o := newReadYourWrites()
 		o.wrote(k, "", "5")
 		if !o.echo(k, "", "5") {
 			t.Error("the event of our create not recognised")
 		}
 	})
-}
-
-func TestReleased(t *testing.T) {
-	g := newReleased()
-	k := types.NamespacedName{Namespace: "n", Name: "a"}
-	g.add(k, "u1")
-	if !g.has(k, "u1") || g.has(k, "u2") || g.has(k, "u1") {
-		t.Error("a released object is recognised by UID; a new object of the name clears it")
-	}
 }
 
 func TestSyncedPast(t *testing.T) {
@@ -173,31 +156,6 @@ func TestSyncedPast(t *testing.T) {
 	}{{"10", "9", true}, {"10", "10", true}, {"9", "10", false}, {"", "10", false}, {"100", "99", true}} {
 		if got := syncedPast(tc.synced, tc.rv); got != tc.want {
 			t.Errorf("syncedPast(%q, %q) = %v", tc.synced, tc.rv, got)
-		}
-	}
-}
-
-func TestMetaPatch(t *testing.T) {
-	ta := func(labels map[string]string, fins ...string) *flytev1.TaskAction {
-		return &flytev1.TaskAction{ObjectMeta: metav1.ObjectMeta{Labels: labels, Finalizers: fins}}
-	}
-	for _, tc := range []struct {
-		name     string
-		old, new *flytev1.TaskAction
-		want     string
-	}{
-		{"nothing", ta(nil, "f"), ta(nil, "f"), ""},
-		{"add first finalizer", ta(nil), ta(nil, "f"), `add /metadata/finalizers [f]`},
-		{"remove finalizer", ta(nil, "x", "f"), ta(nil, "x"), `test /metadata/finalizers [x f]; add /metadata/finalizers [x]`},
-		{"labels onto none", ta(nil), ta(map[string]string{"a/b": "1"}), `add /metadata/labels map[a/b:1]`},
-		{"escaped label key", ta(map[string]string{"team": "ml"}), ta(map[string]string{"team": "ml", "flyte.org/x~y": "v"}), `add /metadata/labels/flyte.org~1x~0y v`},
-	} {
-		var got []string
-		for _, op := range metaPatch(tc.old, tc.new) {
-			got = append(got, fmt.Sprintf("%s %s %v", op.Op, op.Path, op.Value))
-		}
-		if g := strings.Join(got, "; "); g != tc.want {
-			t.Errorf("%s: %q, want %q", tc.name, g, tc.want)
 		}
 	}
 }
@@ -215,34 +173,5 @@ func TestHandledVersion(t *testing.T) {
 	h.observe(cache.DeletedFinalStateUnknown{Obj: pod("20")})
 	if got := h.get(); got != "20" {
 		t.Errorf("after a tombstone: %q, want 20", got)
-	}
-}
-
-func TestAcknowledgedEvents(t *testing.T) {
-	a := newAcknowledgedEvents()
-	key := types.NamespacedName{Namespace: "ns", Name: "hello"}
-	ev := events.Event{Action: "hello", Attempt: 1, Phase: events.PhaseQueued, Version: 1, LogContext: &core.LogContext{PrimaryPodName: "hello-0"}}
-	a.add(key, "uid-1", []events.Event{ev})
-	same := ev
-	same.LogContext = &core.LogContext{PrimaryPodName: "hello-0"} // equal content, another message
-	if !a.acknowledged(key, "uid-1", same) {
-		t.Error("the same event is not recognised")
-	}
-	// A running pod's log context gains detail while its status is held
-	// back: the identity was acknowledged, so it is not sent again with
-	// other content under the same identity.
-	detailed := ev
-	detailed.LogContext = &core.LogContext{PrimaryPodName: "hello-0", Pods: []*core.PodLogContext{{PodName: "hello-0"}}}
-	if !a.acknowledged(key, "uid-1", detailed) {
-		t.Error("the same identity with other details would be sent again")
-	}
-	next := ev
-	next.Version = 17
-	if a.acknowledged(key, "uid-1", next) || a.acknowledged(key, "uid-2", ev) {
-		t.Error("another version, or another TaskAction of the same name, taken as acknowledged")
-	}
-	a.forget(key)
-	if a.acknowledged(key, "uid-1", ev) {
-		t.Error("remembered after forget")
 	}
 }
