@@ -8,12 +8,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
-	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/task"
-)
-
-// decider holds the settings decisions depend on. decide is a pure function
+) // decider holds the settings decisions depend on. decide is a pure function
 // of what was gathered and the time: no I/O, no clock of its own.
 type decider struct {
 	Cluster           string
@@ -106,19 +103,6 @@ func (d decider) recordLaunch(p *Plan, w World, now time.Time, attempt uint32) {
 		return
 	}
 	d.report(p, w, now, launchedQueued(attempt, w.Pod.Name, created))
-}
-
-// releaseHold is how long a deleted TaskAction is held back: one created and
-// deleted within the same second is let go only once that second has passed
-// (with a second's margin for the clocks), so that a successor of the same
-// name is created in a later second and numbers its events from a later epoch
-// (identityEpoch).
-func releaseHold(ta *flytev1.TaskAction, now time.Time) time.Duration {
-	created := ta.CreationTimestamp.Time
-	if created.IsZero() || ta.DeletionTimestamp.Unix() != created.Unix() {
-		return 0
-	}
-	return max(created.Truncate(time.Second).Add(2*time.Second).Sub(now), 0)
 }
 
 // terminal: level-triggered cleanup of a TaskAction that has ended. Its
@@ -339,83 +323,6 @@ func launchedQueued(attempt uint32, name string, created time.Time) transition {
 	return transition{attempt: attempt, phase: plugin.PhaseQueued, message: name + " created", at: created, podCreated: true}
 }
 
-// deferQueued holds back the Queued status of a new pod for QueuedDelay after
-// its creation: a pod that starts within it costs no status write for Queued.
-// The QUEUED event is reported at once, and again on each reconcile until a
-// status is written: the same identity and content each time (the events
-// service stores it once), since nothing else is reported meanwhile. Only
-// when the plan would write nothing else.
-func (d decider) deferQueued(p *Plan, w World, now time.Time, attempt uint32) bool {
-	hold := d.statusHold(w)
-	until := w.Pod.Created.Add(hold)
-	if hold <= 0 || !now.Before(until) || !equality.Semantic.DeepEqual(p.Status, w.TA.Status) {
-		return false
-	}
-	t := podCreated(w)
-	p.Events = append(p.Events, d.event(w, &p.Status, t, eventVersion(&p.Status, identityEpoch(w.TA), attempt, eventPhase(t))))
-	d.wakeHeld(p, w, now, until)
-	return true
-}
-
-// holdRunning: while the executor or the API server is short of capacity
-// (World.Saturated), the status that records a pod's start, when nothing of
-// the pod is recorded yet, is held back up to ExecutingDelay after the start
-// (its QUEUED and RUNNING are reported at once), so that a task that ends
-// within it costs one status write, at its end. Otherwise Executing is
-// written at once: Flyte's control plane shows an action as running only once
-// the TaskAction's conditions say Executing. Holding back keeps the events
-// and drops the status (and the transition metrics, counted when written).
-func (d decider) holdRunning(p *Plan, w World, now time.Time, t transition) {
-	hold := time.Duration(0)
-	if w.Saturated && d.QueuedDelay > 0 {
-		hold = d.ExecutingDelay
-	}
-	until := t.at.Add(hold)
-	if hold <= 0 || t.phase != plugin.PhaseRunning || !now.Before(until) {
-		return
-	}
-	p.Status, p.Recorded = *w.TA.Status.DeepCopy(), nil
-	d.wakeHeld(p, w, now, until)
-}
-
-// statusHold is how long a new pod's Queued and Running statuses are held
-// back (0: not at all): QueuedDelay, and at least SaturatedDelay while the
-// executor or the API server is short of capacity (World.Saturated): then
-// every write delays a launch or a completion, and the status of a pod that
-// ends within the hold is written once. The events that report the same
-// phases are sent at once meanwhile.
-func (d decider) statusHold(w World) time.Duration {
-	switch {
-	case d.QueuedDelay <= 0:
-		return 0
-	case w.Saturated:
-		return max(d.QueuedDelay, d.SaturatedDelay)
-	}
-	return d.QueuedDelay
-}
-
-// saturatedRecheck is how often, at least, a hold extended by saturation is
-// looked at again, so that it ends soon after the saturation; saturation is
-// remembered for as long (pressureMemory), so looking sooner finds it still
-// there. Not every QueuedDelay: while the executor is short of CPU each of
-// those reconciles costs some (measured at QPS 1000: 11 reconciles per
-// TaskAction rechecking every 5s, 6 without rechecks).
-const saturatedRecheck = pressureMemory
-
-// wakeHeld wakes a held-back status when its hold ends, and before that every
-// QueuedDelay; while saturated, after as long as the status has been held
-// (at least saturatedRecheck): a long overload costs each held TaskAction a
-// number of rechecks logarithmic in its length rather than linear (at
-// N=10,000 and QPS 1000 the 30 s rechecks were 3.6 of 7.6 reconciles per
-// TaskAction), and the statuses held longest are released last when it ends.
-func (d decider) wakeHeld(p *Plan, w World, now, until time.Time) {
-	recheck := d.QueuedDelay
-	if w.Saturated {
-		recheck = max(recheck, saturatedRecheck, now.Sub(w.Pod.Created))
-	}
-	p.wake(min(until.Sub(now), recheck))
-}
-
 // progress records a non-terminal transition when it says something new.
 func (d decider) progress(p *Plan, w World, now time.Time, s attemptState, t transition) {
 	st := &p.Status
@@ -513,77 +420,18 @@ func (d decider) refuseDuplicate(p *Plan, w World, now time.Time, attempt uint32
 	p.Events = nil
 }
 
-func identified(ta *flytev1.TaskAction) bool {
-	s := ta.Spec
-	return s.Project != "" && s.Domain != "" && s.RunName != "" && s.ActionName != ""
-}
-
-// report records transition t in the status and queues the event that
-// reports it; apply sends the event before it writes the status.
-func (d decider) report(p *Plan, w World, now time.Time, t transition) {
-	st := &p.Status
-	st.Attempts = t.attempt
-	ver := eventVersion(st, identityEpoch(w.TA), t.attempt, eventPhase(t))
-	p.Events = append(p.Events, d.event(w, st, t, ver))
-	record(st, t, ver, now)
-	p.Recorded = append(p.Recorded, historyName(t))
-}
-
-// event builds the event of transition t.
-func (d decider) event(w World, st *flytev1.TaskActionStatus, t transition, version uint32) events.Event {
-	ta := w.TA
-	ev := events.Event{
-		Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName,
-		Attempt: int32(t.attempt), Phase: eventPhase(t), Version: int32(version),
-		UpdatedAt: t.at.UTC(), Cluster: d.Cluster, CacheStatus: st.CacheStatus.String(),
-	}
-	launched := w.Pod.Holder == holderUs || readState(&w.TA.Status, t.attempt).Pod != "" ||
-		(w.LaunchInFlight != nil && w.LaunchInFlight.Attempt == t.attempt)
-	if t.attempt == max(w.TA.Status.Attempts, 1) && launched {
-		// The attempt's pod, whether or not it is still there when the event is (re-)sent.
-		ev.PodName = w.Pod.Name
-		if w.Pod.Holder == holderUs && w.Pod.Logs != nil {
-			logs := w.Pod.Logs()
-			ev.LogLinks = linksFor(logs.Links, ev.Phase)
-			if !t.podCreated {
-				ev.LogContext = logs.Context
-			}
-		}
-	}
-	if ta.Spec.ParentActionName != nil {
-		ev.ParentAction = *ta.Spec.ParentActionName
-	}
-	if prefix := task.OutputPrefix(ta, int32(t.attempt)); prefix != "" {
-		ev.OutputURI, ev.ReportURI = prefix+"/outputs.pb", prefix+"/report.html"
-	}
-	if t.outputURI != "" {
-		ev.OutputURI = t.outputURI
-	}
-	if src := t.cacheSource; src != nil {
-		ev.CacheSource = &events.CacheSource{Org: src.Org, Project: src.Project, Domain: src.Domain,
-			Run: src.Run, Action: src.Action, Attempt: int32(src.Attempt)}
-	}
-	if t.err != nil {
-		ev.Error = &events.ErrorInfo{Code: t.err.Code, Kind: string(t.err.Kind), Message: t.err.Message}
-	}
-	if t.message != "" {
-		ev.ClusterEvents = []events.ClusterEvent{{OccurredAt: t.at.UTC(), Message: t.message}}
-	}
-	return ev
-}
-
-// occurred is when an observed phase began: the observation's time, else
-// fallback (the pod's creation), never later than now.
-func occurred(obs plugin.Observation, fallback, now time.Time) time.Time {
-	at := obs.OccurredAt
-	if at.IsZero() {
-		at = fallback
-	}
-	if at.IsZero() || at.After(now) {
-		return now
-	}
-	return at
-}
-
 // maxAttempts is retries+1.
 func maxAttempts(t *task.Task) uint32 { return uint32(t.MaxAttempts()) }
+
+// releaseHold is how long a deleted TaskAction is held back: one created and
+// deleted within the same second is let go only once that second has passed
+// (with a second's margin for the clocks), so that a successor of the same
+// name is created in a later second and numbers its events from a later epoch
+// (identityEpoch).
+func releaseHold(ta *flytev1.TaskAction, now time.Time) time.Duration {
+	created := ta.CreationTimestamp.Time
+	if created.IsZero() || ta.DeletionTimestamp.Unix() != created.Unix() {
+		return 0
+	}
+	return max(created.Truncate(time.Second).Add(2*time.Second).Sub(now), 0)
+}
