@@ -54,6 +54,12 @@ func outcomeOf(o options, i int) outcome {
 	return oc
 }
 
+// wantFail spreads the failures evenly: TaskAction i fails when the running
+// count of failures steps up at i.
+func wantFail(i int, f float64) bool {
+	return math.Floor(float64(i+1)*f) > math.Floor(float64(i)*f)
+}
+
 // failMarker is the value of kwokrig.FailAnnotation for an outcome ("" for none).
 func (oc outcome) failMarker() string {
 	switch {
