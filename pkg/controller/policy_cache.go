@@ -148,65 +148,27 @@ func cacheEntryOf(w World, key cache.Key, attempt uint32) cacheEntry {
 	}}
 }
 
-// noteCacheAnswer records what the cache said in the status (MISS, or why
-// the task runs without the cache), with its warning. It applies both to the
-// decision before a launch and to the one taken again after it.
-func (d decider) noteCacheAnswer(p *Plan, w World) {
-	st := &p.Status
-	a := w.Cache
-	if _, ok := cacheKey(w); !ok || !a.Asked || a.Hit != nil {
-		return
-	}
-	switch {
-	case a.KeyErr != nil:
-		st.CacheStatus = flytev1.CacheSkipped
-		p.Metrics.CacheLookup = st.CacheStatus.String()
-		p.Warnings = append(p.Warnings, warning{EventCacheSkipped, "ConsultingCache",
-			fmt.Sprintf("not using the cache: %v", a.KeyErr)})
-	case a.LookupErr != nil:
-		st.CacheStatus = flytev1.CacheLookupFailure
-		p.Metrics.CacheLookup = st.CacheStatus.String()
-		p.Warnings = append(p.Warnings, warning{EventCacheLookupFailed, "ConsultingCache",
-			fmt.Sprintf("cache lookup of %s failed, running the task: %v", a.Key, a.LookupErr)})
-	default:
-		if st.CacheStatus != flytev1.CacheMiss {
-			st.CacheStatus = flytev1.CacheMiss
-			p.Metrics.CacheLookup = st.CacheStatus.String()
-		}
-		if serializable(w) && a.HeldBy == "" {
-			// Taken by gather's ask (or to be taken again by the heartbeat).
-			key := a.Key
-			setReservation(st, &key)
-		}
-	}
-}
-
-// consultCache applies the cache's answer before a launch. It returns true
-// when the answer decided the step (a hit, or another holder's reservation);
-// a cache that cannot answer never blocks work.
-func (d decider) consultCache(p *Plan, w World, now time.Time, s attemptState) bool {
-	st := &p.Status
+// cacheVerdict is the verdict of the cache's answer before a launch: a hit
+// ends the TaskAction with the cached outputs; another holder's reservation
+// means wait for it and look again; anything else (a miss, a cache that
+// cannot answer) does not decide: a cache never blocks work.
+func (d decider) cacheVerdict(w World, now time.Time, s attemptState, attempt uint32) verdict {
 	a := w.Cache
 	if _, ok := cacheKey(w); !ok || !a.Asked {
-		return false
+		return verdict{}
 	}
-	attempt := max(st.Attempts, 1)
-	d.noteCacheAnswer(p, w)
 	switch {
 	case a.Hit != nil:
-		st.CacheStatus = flytev1.CacheHit
-		p.Metrics.CacheLookup = st.CacheStatus.String()
 		src := a.Hit.Source
-		d.final(p, w, now, transition{attempt: attempt, phase: plugin.PhaseSucceeded, at: now, reason: flytev1.ReasonCompleted,
+		v := ends(transition{attempt: attempt, phase: plugin.PhaseSucceeded, at: now, reason: flytev1.ReasonCompleted,
 			outputURI: a.Hit.OutputURI, cacheSource: &src, message: fmt.Sprintf("served from the cache: outputs of %s/%s attempt %d", src.Run, src.Action, src.Attempt)})
-		return true
+		v.cacheHit = true
+		return v
 	case a.KeyErr == nil && a.LookupErr == nil && a.HeldBy != "":
 		// Another TaskAction computes these outputs: wait for it, and look again.
-		d.progress(p, w, now, s, transition{attempt: attempt, phase: plugin.PhaseWaitingForResources, at: now,
-			message: fmt.Sprintf("waiting for the cache reservation held by %s", a.HeldBy)})
-		p.WakeAfter = 0
-		p.wake(d.Backoff)
-		return true
+		return verdict{kind: verdictProgress, state: s, wake: d.Backoff, wakeOnly: true,
+			t: transition{attempt: attempt, phase: plugin.PhaseWaitingForResources, at: now,
+				message: fmt.Sprintf("waiting for the cache reservation held by %s", a.HeldBy)}}
 	}
-	return false
+	return verdict{}
 }

@@ -18,29 +18,28 @@ func tryStart(s attemptState, podCreated time.Time) time.Time {
 	return podCreated
 }
 
-// applyTimeout judges the attempt's observation against its deadline (the
-// task's timeout counted from tryStart). A pod that ended by the deadline is
-// judged by how it ended, however late it is seen; one still going at the
-// deadline times out. Otherwise the plan wakes at the deadline.
-func (d decider) applyTimeout(p *Plan, w World, now time.Time, s attemptState, obs plugin.Observation) plugin.Observation {
+// attemptTimeout judges the attempt's observation against its deadline (the
+// task's timeout counted from tryStart). An object that ended by the deadline
+// is judged by how it ended, however late it is seen; one still going at the
+// deadline times out. Otherwise it asks to wake at the deadline.
+func attemptTimeout(w World, now time.Time, s attemptState, obs plugin.Observation, attempt uint32) (plugin.Observation, time.Duration) {
 	start := tryStart(s, w.Pod.Created)
 	if w.Task == nil || w.Task.Timeout <= 0 || start.IsZero() {
-		return obs
+		return obs, 0
 	}
 	deadline := start.Add(w.Task.Timeout)
 	if obs.Phase.IsTerminal() {
 		if ended := obs.OccurredAt; ended.IsZero() || !ended.After(deadline) {
-			return obs
+			return obs, 0
 		}
 	} else if now.Before(deadline) {
-		p.wake(deadline.Sub(now))
-		return obs
+		return obs, deadline.Sub(now)
 	}
 	return plugin.Observation{
 		Phase:      plugin.PhaseRetryableFailure,
 		OccurredAt: deadline,
-		Error:      timeoutError(max(p.Status.Attempts, 1), w.Task.Timeout),
-	}
+		Error:      timeoutError(attempt, w.Task.Timeout),
+	}, 0
 }
 
 func timeoutError(attempt uint32, timeout time.Duration) *plugin.ExecError {
@@ -48,26 +47,19 @@ func timeoutError(attempt uint32, timeout time.Duration) *plugin.ExecError {
 		Message: fmt.Sprintf("attempt %d exceeded its timeout of %v", attempt, timeout)}
 }
 
-// waitTimedOut ends an attempt whose launch has waited (quota refusals) past
-// its timeout without a pod: a timeout like a pod's, retried while attempts
-// remain. It returns false, and wakes at the deadline, while time is left.
-func (d decider) waitTimedOut(p *Plan, w World, now time.Time, s attemptState) bool {
+// quotaWaitTimeout is the verdict on an attempt whose launch has waited
+// (quota refusals) past its timeout without an object: a timeout like a
+// pod's, retried while attempts remain. While time is left it does not
+// decide, and asks to wake at the deadline.
+func quotaWaitTimeout(w World, now time.Time, s attemptState, attempt uint32) verdict {
 	if w.Task == nil || w.Task.Timeout <= 0 || s.WaitingSince == nil {
-		return false
+		return verdict{}
 	}
 	deadline := s.WaitingSince.Add(w.Task.Timeout)
 	if now.Before(deadline) {
-		p.wake(deadline.Sub(now))
-		return false
+		return verdict{wake: deadline.Sub(now)}
 	}
-	attempt := max(p.Status.Attempts, 1)
 	e := timeoutError(attempt, w.Task.Timeout)
-	t := transition{attempt: attempt, phase: plugin.PhaseRetryableFailure, at: deadline, err: e,
-		message: e.Message + " waiting for resource quota"}
-	if attempt < maxAttempts(w.Task) {
-		d.retry(p, w, now, t)
-	} else {
-		d.final(p, w, now, t)
-	}
-	return true
+	return attemptFailed(w, transition{attempt: attempt, phase: plugin.PhaseRetryableFailure, at: deadline, err: e,
+		message: e.Message + " waiting for resource quota"})
 }

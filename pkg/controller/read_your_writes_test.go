@@ -8,7 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-) // TestWriteOrder is issue 10, item 9: a cached copy is compared with our
+)
+
+// TestWriteOrder is issue 10, item 9: a cached copy is compared with our
 // last write by resourceVersion order (numerically, not as strings), a newer
 // copy is never held back, and nothing expires by time.
 func TestReadYourWrites(t *testing.T) {

@@ -10,7 +10,9 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/task"
-) // decider holds the settings decisions depend on. decide is a pure function
+)
+
+// decider holds the settings decisions depend on. decide is a pure function
 // of what was gathered and the time: no I/O, no clock of its own.
 type decider struct {
 	Cluster           string
@@ -115,22 +117,6 @@ func (d decider) terminal(p *Plan, w World) {
 	}
 }
 
-// stopLeftovers stops the pods a TaskAction that ended (or is being deleted)
-// still has: the current attempt's pod unless it finished by itself (kept for
-// its logs until the TaskAction goes, then removed by Kubernetes' garbage
-// collector through its owner reference: no request of ours) and none of its
-// sidecars runs on (Obs.Lingering), and the pods of earlier attempts.
-func (d decider) stopLeftovers(p *Plan, w World) {
-	if w.Pod.Holder == holderUs && !w.Pod.Deleting && (!w.Pod.Obs.Finished || w.Pod.Obs.Lingering) {
-		p.Delete = append(p.Delete, objectRef{Name: w.Pod.Name, UID: w.Pod.UID})
-	}
-	for _, o := range w.Others {
-		if !o.Deleting {
-			p.Delete = append(p.Delete, objectRef{Name: o.Name, UID: o.UID})
-		}
-	}
-}
-
 // task advances a task action by one step.
 func (d decider) task(p *Plan, w World, now time.Time) {
 	st := &p.Status
@@ -172,15 +158,14 @@ func (d decider) task(p *Plan, w World, now time.Time) {
 	}
 	switch {
 	case pod.Holder == holderForeign:
-		d.final(p, w, now, transition{attempt: attempt, phase: plugin.PhasePermanentFailure, at: now,
+		d.settle(p, w, now, ends(transition{attempt: attempt, phase: plugin.PhasePermanentFailure, at: now,
 			err: &plugin.ExecError{Code: CodeForeignResource, Kind: flytev1.ErrorKindUser, Message: fmt.Sprintf(
 				"pod %s/%s exists and is not controlled by this TaskAction: the executor will not delete or adopt it; rename the TaskAction or remove that pod",
-				w.TA.Namespace, pod.Name)}})
+				w.TA.Namespace, pod.Name)}}))
 	case pod.Holder == holderPreviousTaskAction:
 		// A pod of an earlier TaskAction of the same name: the garbage collector removes it.
-		d.progress(p, w, now, s, transition{attempt: attempt, phase: plugin.PhaseQueued, at: now,
-			message: fmt.Sprintf("waiting for pod %s of an earlier TaskAction of the same name to be deleted", pod.Name)})
-		p.wake(d.Backoff)
+		d.settle(p, w, now, verdict{kind: verdictProgress, state: s, wake: d.Backoff, t: transition{attempt: attempt, phase: plugin.PhaseQueued, at: now,
+			message: fmt.Sprintf("waiting for pod %s of an earlier TaskAction of the same name to be deleted", pod.Name)}})
 	case pod.Holder == holderUs && pod.UID == s.Discarded:
 		// The failed try whose system failure is counted: delete it, then relaunch.
 		if !pod.Deleting {
@@ -193,40 +178,35 @@ func (d decider) task(p *Plan, w World, now time.Time) {
 		}
 		d.observe(p, w, now, s)
 	case s.Pod != "":
-		d.systemFailure(p, w, now, s, &plugin.ExecError{Code: CodeResourceDeletedExternally, Kind: flytev1.ErrorKindSystem,
-			Message: fmt.Sprintf("pod %s/%s was deleted by someone other than the executor", w.TA.Namespace, pod.Name)})
+		d.settle(p, w, now, verdict{kind: verdictSystemFailure, state: s, cause: &plugin.ExecError{Code: CodeResourceDeletedExternally, Kind: flytev1.ErrorKindSystem,
+			Message: fmt.Sprintf("pod %s/%s was deleted by someone other than the executor", w.TA.Namespace, pod.Name)}})
 	default:
 		d.beforeLaunch(p, w, now, s)
 	}
 }
 
-// beforeLaunch: the attempt's try has no pod yet. Wait out a backoff, consult
-// the cache, or launch.
+// beforeLaunch: the attempt's try has no object yet. The policies are asked
+// in order (a quota wait past the timeout, a backoff, a failed launch,
+// unreadable inputs, the cache's answer); when none decides, launch.
 func (d decider) beforeLaunch(p *Plan, w World, now time.Time, s attemptState) {
-	if d.waitTimedOut(p, w, now, s) {
+	attempt := max(p.Status.Attempts, 1)
+	if d.settleFirst(p, w, now,
+		quotaWaitTimeout(w, now, s, attempt),
+		backoffPending(s, now),
+		d.launchFailure(w, now, s, attempt),
+		inputsUnreadable(w, s)) {
 		return
 	}
-	if s.RetryAt != nil && now.Before(s.RetryAt.Time) {
-		p.wake(s.RetryAt.Sub(now))
-		return
-	}
-	if w.Launch != nil && w.Launch.Err != nil {
-		d.launchFailed(p, w, now, s, w.Launch.Err)
-		return
-	}
-	if k := w.InputsKey; k != nil && k.StorageErr != nil {
-		// The cache key needs the inputs: without them nothing is decided.
-		d.systemFailure(p, w, now, s, &plugin.ExecError{Code: CodeStorageError, Kind: flytev1.ErrorKindSystem,
-			Message: fmt.Sprintf("the cache key needs the task's inputs: %v", k.StorageErr)})
-		return
-	}
-	if d.consultCache(p, w, now, s) {
+	d.noteCacheAnswer(p, w) // in the status whatever the answer decides
+	if d.settleFirst(p, w, now, d.cacheVerdict(w, now, s, attempt)) {
 		return
 	}
 	p.Launch = true
 }
 
-// observe follows the attempt's pod.
+// observe follows the attempt's object: its observation, as the runtime's
+// error.pb and the timeout amend it, is the verdict; while it runs, its
+// reservation is kept and its first states may be held back.
 func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 	st := &p.Status
 	attempt := max(st.Attempts, 1)
@@ -257,51 +237,25 @@ func (d decider) observe(p *Plan, w World, now time.Time, s attemptState) {
 			d.progress(p, w, now, s, podCreated(w))
 		}
 	}
-	if e := w.RuntimeError; obs.Finished && e != nil && e.StorageErr != nil {
-		// Whether the runtime reported an error cannot be known: try again.
-		d.systemFailure(p, w, now, s, &plugin.ExecError{Code: CodeStorageError, Kind: flytev1.ErrorKindSystem,
-			Message: fmt.Sprintf("the attempt's error.pb could not be read: %v", e.StorageErr)})
+	if d.settleFirst(p, w, now, runtimeErrorUnreadable(w, obs, s)) {
 		return
 	}
-	obs = withRuntimeError(obs, w.RuntimeError)
-	obs = d.applyTimeout(p, w, now, s, obs)
-	if obs.Phase.IsTerminal() && obs.Phase != plugin.PhaseSucceeded && obs.Error == nil {
-		// A failure nothing explains is not the task's fault.
-		obs.Error = &plugin.ExecError{Code: plugin.CodeUnknownError, Kind: flytev1.ErrorKindSystem, Message: obs.Message}
-	}
+	obs, deadline := attemptTimeout(w, now, s, withRuntimeError(obs, w.RuntimeError), attempt)
+	p.wake(deadline)
+	obs = explained(obs)
 	// A pod that says nothing of when its phase began began with the pod: the
 	// same time however often (and however late) the transition is reported.
 	t := transition{attempt: attempt, phase: obs.Phase, message: obs.Message, err: obs.Error, at: occurred(obs, w.Pod.Created, now)}
 	if created && t.phase == plugin.PhaseQueued && t.err == nil {
 		t = podCreated(w)
 	}
-	switch {
-	case obs.Phase == plugin.PhaseRetryableFailure && obs.Error.Kind == flytev1.ErrorKindSystem:
-		d.systemFailure(p, w, now, s, obs.Error)
-	case obs.Phase == plugin.PhaseRetryableFailure && attempt < maxAttempts(w.Task):
-		d.retry(p, w, now, t)
-	case obs.Phase == plugin.PhaseSucceeded:
-		d.succeed(p, w, now, t)
-	case obs.Phase.IsTerminal():
-		d.final(p, w, now, t)
-	default:
-		d.progress(p, w, now, s, t)
-		p.wake(obs.RecheckAfter)
+	v := observationVerdict(w, obs, s, t)
+	d.settle(p, w, now, v)
+	if v.kind == verdictProgress {
 		d.keepReservation(p, w)
 		if mayHoldBack {
 			d.holdRunning(p, w, now, t)
 		}
-	}
-}
-
-// keepReservation extends the cache reservation this TaskAction holds while
-// its attempt runs, on every path (a status held back included): it lapses a
-// heartbeat's length after its last renewal, and another TaskAction would
-// then run the same work.
-func (d decider) keepReservation(p *Plan, w World) {
-	if holdsReservation(w) && p.Status.CacheStatus == flytev1.CacheMiss {
-		p.ExtendReservation = true
-		p.wake(heartbeat(d.Backoff))
 	}
 }
 
@@ -321,103 +275,6 @@ func podCreated(w World) transition {
 // at created.
 func launchedQueued(attempt uint32, name string, created time.Time) transition {
 	return transition{attempt: attempt, phase: plugin.PhaseQueued, message: name + " created", at: created, podCreated: true}
-}
-
-// progress records a non-terminal transition when it says something new.
-func (d decider) progress(p *Plan, w World, now time.Time, s attemptState, t transition) {
-	st := &p.Status
-	old := readState(&w.TA.Status, t.attempt)
-	if changed(&w.TA.Status, t) || old.Pod != s.Pod {
-		d.report(p, w, now, t)
-	}
-	writeState(st, s)
-	p.wake(d.Safety)
-}
-
-// changed says whether t is worth reporting: a new attempt or phase, or new
-// details of the same phase.
-func changed(old *flytev1.TaskActionStatus, t transition) bool {
-	if old.Attempts != t.attempt || old.PluginPhase != string(t.phase) {
-		return true
-	}
-	if versionSeq(old.PluginPhaseVersion) == versionSeqMax {
-		// Details of the same phase no longer get a version of their own.
-		return false
-	}
-	c := progressing(old)
-	return c == nil || (t.message != "" && c.Message != truncate(t.message, maxConditionMessage))
-}
-
-// succeed ends the TaskAction successfully, storing the outputs in the cache first.
-func (d decider) succeed(p *Plan, w World, now time.Time, t transition) {
-	st := &p.Status
-	if key, ok := cacheKey(w); ok && st.CacheStatus == flytev1.CacheMiss {
-		if w.Put == nil {
-			e := cacheEntryOf(w, key, t.attempt).Entry
-			p.Populate = &e
-			return
-		}
-		if w.Put.Err != nil {
-			st.CacheStatus = flytev1.CachePutFailure
-			t.message = fmt.Sprintf("the outputs could not be stored in the cache: %v", w.Put.Err)
-			p.Warnings = append(p.Warnings, warning{EventCachePutFailed, "PopulatingCache", t.message})
-		} else {
-			st.CacheStatus = flytev1.CachePopulated
-		}
-	}
-	t.final, t.reason = true, flytev1.ReasonCompleted
-	d.final(p, w, now, t)
-}
-
-// final records the TaskAction's last transition and cleans up after it.
-func (d decider) final(p *Plan, w World, now time.Time, t transition) {
-	t.final = true
-	if t.reason == "" {
-		t.reason = flytev1.ReasonPermanentFailure
-		if t.err != nil && t.err.Code == CodeTimeout {
-			t.reason = flytev1.ReasonTimedOut
-		}
-	}
-	if t.message == "" && t.err != nil {
-		t.message = t.err.Message
-	}
-	d.report(p, w, now, t)
-	writeState(&p.Status, attemptState{Attempt: t.attempt})
-	if w.Pod.Obs.Finished && !w.Pod.Obs.OccurredAt.IsZero() {
-		p.Metrics.TerminalLatency = now.Sub(w.Pod.Obs.OccurredAt)
-	}
-	d.stopLeftovers(p, w)
-	// Released once, after the end is durable; a crash before that leaves it
-	// to expire (a heartbeat's length).
-	p.ReleaseReservation = holdsReservation(w)
-	setReservation(&p.Status, nil)
-	p.WakeAfter = 0
-}
-
-// fail ends a TaskAction that cannot run (invalid spec, no plugin).
-func (d decider) fail(p *Plan, w World, now time.Time, attempt uint32, reason, code, kubeReason, msg string) {
-	p.Warnings = append(p.Warnings, warning{kubeReason, "ValidatingTaskAction", msg})
-	t := transition{attempt: attempt, phase: plugin.PhasePermanentFailure, message: msg, at: now, reason: reason,
-		err: &plugin.ExecError{Code: code, Kind: flytev1.ErrorKindUser, Message: msg}}
-	d.final(p, w, now, t)
-	if !identified(w.TA) {
-		p.Events = nil // without its identity the events service could not store it
-	}
-}
-
-// refuseDuplicate ends a TaskAction whose events could not be told apart
-// from another's. Nothing is reported: under the shared identity, its FAILED
-// would be taken for the other's.
-func (d decider) refuseDuplicate(p *Plan, w World, now time.Time, attempt uint32) {
-	s := w.TA.Spec
-	msg := fmt.Sprintf("TaskAction %s already runs action %s of run %s in project %s, domain %s: events of the two could not be told apart",
-		w.Duplicate.Name, s.ActionName, s.RunName, s.Project, s.Domain)
-	if w.Duplicate.SameSecond {
-		msg = fmt.Sprintf("TaskAction %s of the same action %s of run %s in project %s, domain %s was created in the same second: events of the two could not be told apart; create this one again",
-			w.Duplicate.Name, s.ActionName, s.RunName, s.Project, s.Domain)
-	}
-	d.fail(p, w, now, attempt, flytev1.ReasonInvalidSpec, CodeDuplicateAction, EventFailedValidation, msg)
-	p.Events = nil
 }
 
 // maxAttempts is retries+1.

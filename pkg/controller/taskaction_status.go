@@ -9,7 +9,9 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/plugin"
-) // Error codes the reconciler itself produces.
+)
+
+// Error codes the reconciler itself produces.
 const (
 	CodeInvalidSpec               = "InvalidSpec"
 	CodePluginNotFound            = "PluginNotFound"

@@ -11,7 +11,9 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
-) // sim runs decisions with apply's semantics and no I/O: a plan's events are
+)
+
+// sim runs decisions with apply's semantics and no I/O: a plan's events are
 // acknowledged (or not, during an outage) before its status is kept.
 type sim struct {
 	t      *testing.T
