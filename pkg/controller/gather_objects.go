@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -42,11 +41,10 @@ func (r *Reconciler) readResource(ctx context.Context, p plugin.Plugin, tc plugi
 
 func (r *Reconciler) describe(ctx context.Context, p plugin.Plugin, tc plugin.TaskContext, obj client.Object) (resource, error) {
 	res := resource{Name: obj.GetName(), UID: obj.GetUID(), Created: obj.GetCreationTimestamp().Time, Deleting: obj.GetDeletionTimestamp() != nil}
-	o := metav1.GetControllerOfNoCopy(obj)
-	switch {
-	case o != nil && plugin.IsTaskActionRef(o) && o.UID == tc.TaskAction.UID:
+	switch plugin.HolderOf(obj, tc.TaskAction) {
+	case plugin.HeldByThis:
 		res.Holder = holderUs
-	case o != nil && plugin.IsTaskActionRef(o) && o.Name == tc.TaskAction.Name:
+	case plugin.HeldByPrevious:
 		res.Holder = holderPreviousTaskAction
 	default:
 		res.Holder = holderForeign

@@ -52,19 +52,35 @@ func IsTaskActionRef(o *metav1.OwnerReference) bool {
 	return o.Kind == "TaskAction" && o.APIVersion == flytev1.GroupVersion.String()
 }
 
-// OwnedBy says whether ta is obj's controller. Without a UID to compare (a
-// TaskAction not read from the API server) any TaskAction controller of that
-// name counts.
-func OwnedBy(obj metav1.Object, ta *flytev1.TaskAction) bool {
+// Holder says who controls an object found under an attempt's name.
+type Holder uint8
+
+const (
+	// HeldByOther: anything but a TaskAction of this name; never touched.
+	HeldByOther Holder = iota
+	// HeldByThis: this TaskAction (a controller reference with its UID).
+	HeldByThis
+	// HeldByPrevious: an earlier TaskAction of the same name (deleted and
+	// created again); Kubernetes' garbage collector removes the object.
+	HeldByPrevious
+)
+
+// HolderOf is the one rule of ownership: who of ta's name controls obj.
+// Without a UID to compare (a TaskAction not read from the API server) any
+// TaskAction controller of that name counts as this one.
+func HolderOf(obj metav1.Object, ta *flytev1.TaskAction) Holder {
 	o := metav1.GetControllerOfNoCopy(obj)
-	if o == nil || !IsTaskActionRef(o) {
-		return false
+	switch {
+	case o == nil || !IsTaskActionRef(o) || o.Name != ta.Name:
+		return HeldByOther
+	case ta.UID == "" || o.UID == ta.UID:
+		return HeldByThis
 	}
-	if ta.UID == "" {
-		return o.Name == ta.Name
-	}
-	return o.UID == ta.UID
+	return HeldByPrevious
 }
+
+// OwnedBy says whether ta is obj's controller (HolderOf).
+func OwnedBy(obj metav1.Object, ta *flytev1.TaskAction) bool { return HolderOf(obj, ta) == HeldByThis }
 
 // Create creates obj, an attempt's object that ta controls, idempotently: an
 // object of the same name that is already ours is success; one being deleted,
@@ -96,14 +112,14 @@ func Create(ctx context.Context, c client.Client, obj client.Object, ta *flytev1
 // something else holds the name.
 func Existing(obj client.Object, ta *flytev1.TaskAction) error {
 	kind, name := kindOf(obj), obj.GetNamespace()+"/"+obj.GetName()
-	owner := metav1.GetControllerOfNoCopy(obj)
+	holder := HolderOf(obj, ta)
 	switch {
 	case obj.GetDeletionTimestamp() != nil:
 		return fmt.Errorf("%s %s: %w", kind, name, ErrResourceTerminating)
-	case OwnedBy(obj, ta):
+	case holder == HeldByThis:
 		return nil
-	case owner != nil && IsTaskActionRef(owner) && owner.Name == ta.Name:
-		return fmt.Errorf("%s %s belongs to an earlier TaskAction named %s (uid %s): %w", kind, name, ta.Name, owner.UID, ErrResourceTerminating)
+	case holder == HeldByPrevious:
+		return fmt.Errorf("%s %s belongs to an earlier TaskAction named %s (uid %s): %w", kind, name, ta.Name, metav1.GetControllerOfNoCopy(obj).UID, ErrResourceTerminating)
 	}
 	return &LaunchError{Err: ExecError{Code: CodeAlreadyExists, Kind: flytev1.ErrorKindSystem,
 		Message: fmt.Sprintf("%s %s already exists and is not owned by this TaskAction", kind, name)}}
