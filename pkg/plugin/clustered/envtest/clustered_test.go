@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/internal/enginetest"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
@@ -29,8 +30,8 @@ import (
 // (Executing, with a log link per rank), Completed SUCCEEDED (Completed);
 // the finished JobSet stays for its logs.
 func TestSuccess(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, trainAction(t, ns, "train", 0, 0, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, trainAction(t, ns, "train", 0, 0, 0))
 	js := waitJobSet(t, ns, "train", 1)
 	if ref := metav1.GetControllerOf(js); ref == nil || ref.Kind != "TaskAction" || ref.Name != "train" {
 		t.Fatalf("the JobSet's controller is %+v", ref)
@@ -48,16 +49,16 @@ func TestSuccess(t *testing.T) {
 	setStatus(t, js, func(s *jobsetv1alpha2.JobSetStatus) {
 		s.ReplicatedJobsStatus = []jobsetv1alpha2.ReplicatedJobStatus{{Name: clustered.WorkersReplicatedJob}}
 	})
-	waitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonInitializing)
+	testenv.WaitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonInitializing)
 	setStatus(t, js, workersActive)
-	waitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	setStatus(t, js, terminal(jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", "jobset completed successfully"))
-	got := waitReason(t, k8s, ns, "train", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	got := testenv.WaitReason(t, k8s, ns, "train", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
 	if got.Status.Attempts != 1 {
 		t.Errorf("attempts %d", got.Status.Attempts)
 	}
-	evs := eventsOf(recorder, ns, "train")
-	if p := collapsed(evs); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:SUCCEEDED" {
+	evs := suite.Events(ns, "train")
+	if p := enginetest.Collapsed(evs); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:SUCCEEDED" {
 		t.Errorf("events %s", p)
 	}
 	var running *events.Event
@@ -79,23 +80,23 @@ func TestSuccess(t *testing.T) {
 // with the condition's reason as the code, USER, when no attempt is left;
 // the JobSet stays for its logs.
 func TestUserFailure(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, trainAction(t, ns, "bad", 0, 0, 2))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, trainAction(t, ns, "bad", 0, 0, 2))
 	js := waitJobSet(t, ns, "bad", 1)
 	if fp := js.Spec.FailurePolicy; fp == nil || fp.MaxRestarts != 2 {
 		t.Errorf("failure policy %+v", fp)
 	}
 	setStatus(t, js, workersActive)
-	waitReason(t, k8s, ns, "bad", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "bad", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	setStatus(t, js, func(s *jobsetv1alpha2.JobSetStatus) { s.Restarts = 2 })
 	setStatus(t, js, terminal(jobsetv1alpha2.JobSetFailed, "ReachedMaxRestarts", "jobset failed due to reaching max number of restarts"))
-	got := waitReason(t, k8s, ns, "bad", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
+	got := testenv.WaitReason(t, k8s, ns, "bad", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
 	es := got.Status.ErrorState
 	if es == nil || es.Code != "ReachedMaxRestarts" || es.Kind != flytev1.ErrorKindUser || !strings.Contains(es.Message, "max number of restarts") {
 		t.Errorf("errorState %+v", es)
 	}
 	// The first look may find the pods scheduling or already running.
-	if p := collapsed(eventsOf(recorder, ns, "bad")); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:FAILED" && p != "1:QUEUED 1:RUNNING 1:FAILED" {
+	if p := enginetest.Collapsed(suite.Events(ns, "bad")); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:FAILED" && p != "1:QUEUED 1:RUNNING 1:FAILED" {
 		t.Errorf("events %s", p)
 	}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(js), &jobsetv1alpha2.JobSet{}); err != nil {
@@ -106,26 +107,26 @@ func TestUserFailure(t *testing.T) {
 // TestRetry: with a retry left, a failed JobSet is deleted and the next
 // attempt runs as a new JobSet under the next name.
 func TestRetry(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, trainAction(t, ns, "again", 1, 0, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, trainAction(t, ns, "again", 1, 0, 0))
 	first := waitJobSet(t, ns, "again", 1)
 	setStatus(t, first, terminal(jobsetv1alpha2.JobSetFailed, "FailedJobs", "jobset failed due to one or more job failures"))
 	second := waitJobSet(t, ns, "again", 2)
 	if second.Name != "again-1" || second.UID == first.UID {
 		t.Fatalf("second attempt's JobSet %s (uid %s)", second.Name, second.UID)
 	}
-	waitJobSetGone(t, ns, first.Name)
+	enginetest.WaitGone(t, k8s, first)
 	pod := second.Spec.ReplicatedJobs[0].Template.Spec.Template
 	if pod.Labels["attempt"] != "2" || pod.Spec.Subdomain != "again-1" {
 		t.Errorf("second attempt's pods: attempt %q, subdomain %q", pod.Labels["attempt"], pod.Spec.Subdomain)
 	}
 	setStatus(t, second, workersActive)
 	setStatus(t, second, terminal(jobsetv1alpha2.JobSetCompleted, "AllJobsCompleted", ""))
-	got := waitReason(t, k8s, ns, "again", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	got := testenv.WaitReason(t, k8s, ns, "again", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
 	if got.Status.Attempts != 2 {
 		t.Errorf("attempts %d", got.Status.Attempts)
 	}
-	p := collapsed(eventsOf(recorder, ns, "again"))
+	p := enginetest.Collapsed(suite.Events(ns, "again"))
 	if !strings.HasPrefix(p, "1:QUEUED") || !strings.Contains(p, "2:QUEUED") || !strings.HasSuffix(p, "2:SUCCEEDED") || strings.Contains(p, "1:FAILED") {
 		t.Errorf("events %s; want the failed attempt reported by the next one's QUEUED, then success", p)
 	}
@@ -134,20 +135,20 @@ func TestRetry(t *testing.T) {
 // TestAbort: deleting a running TaskAction deletes its JobSet and reports
 // ABORTED; the TaskAction is then let go.
 func TestAbort(t *testing.T) {
-	ns := namespace(t, k8s)
+	ns := suite.Namespace(t)
 	ta := trainAction(t, ns, "stop", 0, 0, 0)
-	create(t, k8s, ta)
+	enginetest.Create(t, k8s, ta)
 	js := waitJobSet(t, ns, "stop", 1)
 	setStatus(t, js, workersActive)
-	waitReason(t, k8s, ns, "stop", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "stop", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	if err := k8s.Delete(context.Background(), ta); err != nil {
 		t.Fatal(err)
 	}
-	waitJobSetGone(t, ns, js.Name)
-	eventually(t, "the TaskAction to be let go", func() bool {
+	enginetest.WaitGone(t, k8s, js)
+	enginetest.Eventually(t, "the TaskAction to be let go", func() bool {
 		return k8s.Get(context.Background(), client.ObjectKeyFromObject(ta), &flytev1.TaskAction{}) != nil
 	})
-	if p := collapsed(eventsOf(recorder, ns, "stop")); !strings.HasSuffix(p, "1:RUNNING 1:ABORTED") {
+	if p := enginetest.Collapsed(suite.Events(ns, "stop")); !strings.HasSuffix(p, "1:RUNNING 1:ABORTED") {
 		t.Errorf("events %s", p)
 	}
 }
@@ -155,16 +156,16 @@ func TestAbort(t *testing.T) {
 // TestTimeout: a JobSet still running at the task's deadline is deleted and
 // the task times out.
 func TestTimeout(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, trainAction(t, ns, "slow", 0, 2*time.Second, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, trainAction(t, ns, "slow", 0, 2*time.Second, 0))
 	js := waitJobSet(t, ns, "slow", 1)
 	setStatus(t, js, workersActive)
-	got := waitReason(t, k8s, ns, "slow", flytev1.ConditionFailed, flytev1.ReasonTimedOut)
+	got := testenv.WaitReason(t, k8s, ns, "slow", flytev1.ConditionFailed, flytev1.ReasonTimedOut)
 	if es := got.Status.ErrorState; es == nil || es.Code != controller.CodeTimeout {
 		t.Errorf("errorState %+v", es)
 	}
-	waitJobSetGone(t, ns, js.Name)
-	if p := collapsed(eventsOf(recorder, ns, "slow")); !strings.HasSuffix(p, "1:TIMED_OUT") {
+	enginetest.WaitGone(t, k8s, js)
+	if p := enginetest.Collapsed(suite.Events(ns, "slow")); !strings.HasSuffix(p, "1:TIMED_OUT") {
 		t.Errorf("events %s", p)
 	}
 }
@@ -172,7 +173,7 @@ func TestTimeout(t *testing.T) {
 // TestGoldenJobSetsAdmitted: the JobSet of every golden case is admitted by
 // JobSet's CRD and stored as built (nothing pruned).
 func TestGoldenJobSetsAdmitted(t *testing.T) {
-	ns := namespace(t, k8s)
+	ns := suite.Namespace(t)
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "golden", "*.input.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("golden inputs: %v %v", files, err)
@@ -226,26 +227,6 @@ func TestGoldenJobSetsAdmitted(t *testing.T) {
 // TestMissingCRD: in a cluster without JobSet's CRD a clustered task fails
 // at once, naming the kind and what to install.
 func TestMissingCRD(t *testing.T) {
-	bare, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bare.Stop() })
-	rec := &events.MemoryRecorder{}
-	stop, err := startExecutor(bare.Config, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	ns := namespace(t, bare.Client)
-	create(t, bare.Client, trainAction(t, ns, "nocrd", 2, 0, 0))
-	got := waitReason(t, bare.Client, ns, "nocrd", flytev1.ConditionFailed, flytev1.ReasonPluginNotFound)
-	es := got.Status.ErrorState
-	if es == nil || es.Code != controller.CodePluginNotFound || !strings.Contains(es.Message, "JobSet of jobset.x-k8s.io/v1alpha2") ||
-		!strings.Contains(es.Message, "jobsets.jobset.x-k8s.io") {
-		t.Errorf("errorState %+v; want the missing kind and its CRD named", es)
-	}
-	if got.Status.Attempts > 1 {
-		t.Errorf("attempts %d: want no retry", got.Status.Attempts)
-	}
+	suite.MissingCRD(t, func(ns string) *flytev1.TaskAction { return trainAction(t, ns, "nocrd", 2, 0, 0) },
+		"JobSet of jobset.x-k8s.io/v1alpha2", "jobsets.jobset.x-k8s.io")
 }

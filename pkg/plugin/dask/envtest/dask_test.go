@@ -17,6 +17,7 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/internal/enginetest"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/controller"
@@ -33,8 +34,8 @@ import (
 // RUNNING (Executing, with the runner pod's and the dashboard's links) and
 // Successful is SUCCEEDED (Completed); the finished job stays for its logs.
 func TestSuccess(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, daskAction(t, ns, "sum", 0, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, daskAction(t, ns, "sum", 0, 0))
 	job := waitJob(t, ns, "sum", 1)
 	if ref := metav1.GetControllerOf(job); ref == nil || ref.Kind != "TaskAction" || ref.Name != "sum" {
 		t.Fatalf("the job's controller is %+v", ref)
@@ -55,10 +56,10 @@ func TestSuccess(t *testing.T) {
 	}
 
 	setStatus(t, job, jobCreated)
-	waitReason(t, k8s, ns, "sum", flytev1.ConditionProgressing, flytev1.ReasonInitializing)
+	testenv.WaitReason(t, k8s, ns, "sum", flytev1.ConditionProgressing, flytev1.ReasonInitializing)
 	setStatus(t, job, clusterCreated(job.Name))
-	eventually(t, "the cluster's creation reported", func() bool {
-		for _, e := range eventsOf(recorder, ns, "sum") {
+	enginetest.Eventually(t, "the cluster's creation reported", func() bool {
+		for _, e := range suite.Events(ns, "sum") {
 			for _, ce := range e.ClusterEvents {
 				if strings.Contains(ce.Message, "cluster created") {
 					return true
@@ -68,17 +69,17 @@ func TestSuccess(t *testing.T) {
 		return false
 	})
 	setStatus(t, job, running)
-	waitReason(t, k8s, ns, "sum", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "sum", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	setStatus(t, job, ended(daskv1.DaskJobSuccessful))
-	got := waitReason(t, k8s, ns, "sum", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	got := testenv.WaitReason(t, k8s, ns, "sum", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
 	if got.Status.Attempts != 1 {
 		t.Errorf("attempts %d", got.Status.Attempts)
 	}
 	// Each step of the operator's that changes the message is reported
 	// (an INITIALIZING per step seen), as Flyte reports a changed reason.
-	evs := eventsOf(recorder, ns, "sum")
-	if p := collapsed(evs); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:SUCCEEDED" {
-		t.Errorf("events %s", phasesOf(evs))
+	evs := suite.Events(ns, "sum")
+	if p := enginetest.Collapsed(evs); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:SUCCEEDED" {
+		t.Errorf("events %s", enginetest.Phases(evs))
 	}
 	var run *events.Event
 	for i := range evs {
@@ -100,20 +101,20 @@ func TestSuccess(t *testing.T) {
 // Flyte's code and kind (DownstreamSystemError, USER) when no attempt is
 // left; the job stays for its logs.
 func TestUserFailure(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, daskAction(t, ns, "bad", 0, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, daskAction(t, ns, "bad", 0, 0))
 	job := waitJob(t, ns, "bad", 1)
 	setStatus(t, job, clusterCreated(job.Name))
 	setStatus(t, job, running)
-	waitReason(t, k8s, ns, "bad", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "bad", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	setStatus(t, job, ended(daskv1.DaskJobFailed))
-	got := waitReason(t, k8s, ns, "bad", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
+	got := testenv.WaitReason(t, k8s, ns, "bad", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
 	es := got.Status.ErrorState
 	if es == nil || es.Code != dask.CodeDaskJobFailed || es.Kind != flytev1.ErrorKindUser || es.Message != "Dask Job failed" {
 		t.Errorf("errorState %+v", es)
 	}
 	// The job's first phases may be seen or not before it runs.
-	if p := collapsed(eventsOf(recorder, ns, "bad")); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:FAILED" && p != "1:QUEUED 1:RUNNING 1:FAILED" {
+	if p := enginetest.Collapsed(suite.Events(ns, "bad")); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:FAILED" && p != "1:QUEUED 1:RUNNING 1:FAILED" {
 		t.Errorf("events %s", p)
 	}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), &daskv1.DaskJob{}); err != nil {
@@ -124,15 +125,15 @@ func TestUserFailure(t *testing.T) {
 // TestRetry: with a retry left, a failed job is deleted and the next
 // attempt runs as a new job under the next name.
 func TestRetry(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, daskAction(t, ns, "again", 1, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, daskAction(t, ns, "again", 1, 0))
 	first := waitJob(t, ns, "again", 1)
 	setStatus(t, first, ended(daskv1.DaskJobFailed))
 	second := waitJob(t, ns, "again", 2)
 	if second.Name != "again-1" || second.UID == first.UID {
 		t.Fatalf("second attempt's job %s (uid %s)", second.Name, second.UID)
 	}
-	waitJobGone(t, ns, first.Name)
+	enginetest.WaitGone(t, k8s, first)
 	if a := second.Labels["attempt"]; a != "2" {
 		t.Errorf("second attempt's job labelled attempt %q", a)
 	}
@@ -141,11 +142,11 @@ func TestRetry(t *testing.T) {
 	}
 	setStatus(t, second, running)
 	setStatus(t, second, ended(daskv1.DaskJobSuccessful))
-	got := waitReason(t, k8s, ns, "again", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	got := testenv.WaitReason(t, k8s, ns, "again", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
 	if got.Status.Attempts != 2 {
 		t.Errorf("attempts %d", got.Status.Attempts)
 	}
-	p := phasesOf(eventsOf(recorder, ns, "again"))
+	p := enginetest.Phases(suite.Events(ns, "again"))
 	if !strings.HasPrefix(p, "1:QUEUED 2:QUEUED") || !strings.HasSuffix(p, "2:SUCCEEDED") {
 		t.Errorf("events %s; want the failed attempt reported by the next one's QUEUED, then success", p)
 	}
@@ -154,20 +155,20 @@ func TestRetry(t *testing.T) {
 // TestAbort: deleting a running TaskAction deletes its job and reports
 // ABORTED; the TaskAction is then let go.
 func TestAbort(t *testing.T) {
-	ns := namespace(t, k8s)
+	ns := suite.Namespace(t)
 	ta := daskAction(t, ns, "stop", 0, 0)
-	create(t, k8s, ta)
+	enginetest.Create(t, k8s, ta)
 	job := waitJob(t, ns, "stop", 1)
 	setStatus(t, job, running)
-	waitReason(t, k8s, ns, "stop", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "stop", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	if err := k8s.Delete(context.Background(), ta); err != nil {
 		t.Fatal(err)
 	}
-	waitJobGone(t, ns, job.Name)
-	eventually(t, "the TaskAction to be let go", func() bool {
+	enginetest.WaitGone(t, k8s, job)
+	enginetest.Eventually(t, "the TaskAction to be let go", func() bool {
 		return k8s.Get(context.Background(), client.ObjectKeyFromObject(ta), &flytev1.TaskAction{}) != nil
 	})
-	if p := collapsed(eventsOf(recorder, ns, "stop")); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:ABORTED" && p != "1:QUEUED 1:RUNNING 1:ABORTED" {
+	if p := enginetest.Collapsed(suite.Events(ns, "stop")); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:ABORTED" && p != "1:QUEUED 1:RUNNING 1:ABORTED" {
 		t.Errorf("events %s", p)
 	}
 }
@@ -175,16 +176,16 @@ func TestAbort(t *testing.T) {
 // TestTimeout: a job still running at the task's deadline is deleted and the
 // task times out.
 func TestTimeout(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, daskAction(t, ns, "slow", 0, 2*time.Second))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, daskAction(t, ns, "slow", 0, 2*time.Second))
 	job := waitJob(t, ns, "slow", 1)
 	setStatus(t, job, running)
-	got := waitReason(t, k8s, ns, "slow", flytev1.ConditionFailed, flytev1.ReasonTimedOut)
+	got := testenv.WaitReason(t, k8s, ns, "slow", flytev1.ConditionFailed, flytev1.ReasonTimedOut)
 	if es := got.Status.ErrorState; es == nil || es.Code != controller.CodeTimeout {
 		t.Errorf("errorState %+v", es)
 	}
-	waitJobGone(t, ns, job.Name)
-	if p := phasesOf(eventsOf(recorder, ns, "slow")); !strings.HasSuffix(p, "1:TIMED_OUT") {
+	enginetest.WaitGone(t, k8s, job)
+	if p := enginetest.Phases(suite.Events(ns, "slow")); !strings.HasSuffix(p, "1:TIMED_OUT") {
 		t.Errorf("events %s", p)
 	}
 }
@@ -193,7 +194,7 @@ func TestTimeout(t *testing.T) {
 // the operator's CRD, and stored as built but for spec.cluster.metadata,
 // which the CRD does not have (so the plugin does not write it).
 func TestGoldenJobsAdmitted(t *testing.T) {
-	ns := namespace(t, k8s)
+	ns := suite.Namespace(t)
 	files, err := filepath.Glob(filepath.Join("..", "testdata", "golden", "*.input.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("golden inputs: %v %v", files, err)
@@ -250,26 +251,6 @@ func TestGoldenJobsAdmitted(t *testing.T) {
 // TestMissingCRD: in a cluster without the operator's CRDs a dask task
 // fails at once, naming the kind and what to install.
 func TestMissingCRD(t *testing.T) {
-	bare, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bare.Stop() })
-	rec := &events.MemoryRecorder{}
-	stop, err := startExecutor(bare.Config, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	ns := namespace(t, bare.Client)
-	create(t, bare.Client, daskAction(t, ns, "nocrd", 2, 0))
-	got := waitReason(t, bare.Client, ns, "nocrd", flytev1.ConditionFailed, flytev1.ReasonPluginNotFound)
-	es := got.Status.ErrorState
-	if es == nil || es.Code != controller.CodePluginNotFound || !strings.Contains(es.Message, "DaskJob of kubernetes.dask.org/v1") ||
-		!strings.Contains(es.Message, "daskjobs.kubernetes.dask.org") {
-		t.Errorf("errorState %+v; want the missing kind and its CRD named", es)
-	}
-	if got.Status.Attempts > 1 {
-		t.Errorf("attempts %d: want no retry", got.Status.Attempts)
-	}
+	suite.MissingCRD(t, func(ns string) *flytev1.TaskAction { return daskAction(t, ns, "nocrd", 2, 0) },
+		"DaskJob of kubernetes.dask.org/v1", "daskjobs.kubernetes.dask.org")
 }

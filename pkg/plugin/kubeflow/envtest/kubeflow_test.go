@@ -17,6 +17,7 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/internal/enginetest"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
@@ -31,8 +32,8 @@ import (
 // RUNNING (Executing, with a log link per replica) and SUCCEEDED (Completed),
 // and the finished job stays for its logs.
 func TestSuccess(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, pytorchAction(t, ns, "train", 0, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, pytorchAction(t, ns, "train", 0, 0))
 	job := waitJob(t, ns, "train", 1)
 	if ref := metav1.GetControllerOf(job); ref == nil || ref.Kind != "TaskAction" || ref.Name != "train" {
 		t.Fatalf("the job's controller is %+v", ref)
@@ -50,16 +51,16 @@ func TestSuccess(t *testing.T) {
 	}
 
 	setStatus(t, job, condition(kubeflowv1.JobCreated, "PyTorchJobCreated", "PyTorchJob train-0 is created."))
-	waitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonQueued)
+	testenv.WaitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonQueued)
 	setStatus(t, job, condition(kubeflowv1.JobRunning, "PyTorchJobRunning", "PyTorchJob train-0 is running."))
-	waitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	setStatus(t, job, condition(kubeflowv1.JobSucceeded, "PyTorchJobSucceeded", "PyTorchJob train-0 is successfully completed."))
-	got := waitReason(t, k8s, ns, "train", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	got := testenv.WaitReason(t, k8s, ns, "train", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
 	if got.Status.Attempts != 1 {
 		t.Errorf("attempts %d", got.Status.Attempts)
 	}
-	evs := eventsOf(recorder, ns, "train")
-	if p := phasesOf(evs); p != "1:QUEUED 1:RUNNING 1:SUCCEEDED" {
+	evs := suite.Events(ns, "train")
+	if p := enginetest.Collapsed(evs); p != "1:QUEUED 1:RUNNING 1:SUCCEEDED" {
 		t.Errorf("events %s", p)
 	}
 	var running *events.Event
@@ -81,18 +82,18 @@ func TestSuccess(t *testing.T) {
 // Flyte's code and kind (DownstreamSystemError, USER) when no attempt is
 // left; the job stays for its logs.
 func TestUserFailure(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, pytorchAction(t, ns, "bad", 0, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, pytorchAction(t, ns, "bad", 0, 0))
 	job := waitJob(t, ns, "bad", 1)
 	setStatus(t, job, condition(kubeflowv1.JobRunning, "PyTorchJobRunning", ""))
-	waitReason(t, k8s, ns, "bad", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "bad", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	setStatus(t, job, condition(kubeflowv1.JobFailed, "PyTorchJobFailed", "PyTorchJob bad-0 is failed because 1 Worker replica(s) failed."))
-	got := waitReason(t, k8s, ns, "bad", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
+	got := testenv.WaitReason(t, k8s, ns, "bad", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
 	es := got.Status.ErrorState
 	if es == nil || es.Code != kubeflow.CodeJobFailed || es.Kind != flytev1.ErrorKindUser || !strings.Contains(es.Message, "1 Worker replica(s) failed") {
 		t.Errorf("errorState %+v", es)
 	}
-	if p := phasesOf(eventsOf(recorder, ns, "bad")); p != "1:QUEUED 1:RUNNING 1:FAILED" {
+	if p := enginetest.Collapsed(suite.Events(ns, "bad")); p != "1:QUEUED 1:RUNNING 1:FAILED" {
 		t.Errorf("events %s", p)
 	}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), &kubeflowv1.PyTorchJob{}); err != nil {
@@ -103,24 +104,24 @@ func TestUserFailure(t *testing.T) {
 // TestRetry: with a retry left, a failed job is deleted and the next
 // attempt runs as a new job under the next name.
 func TestRetry(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, pytorchAction(t, ns, "again", 1, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, pytorchAction(t, ns, "again", 1, 0))
 	first := waitJob(t, ns, "again", 1)
 	setStatus(t, first, condition(kubeflowv1.JobFailed, "PyTorchJobFailed", "worker 0 exited with code 1"))
 	second := waitJob(t, ns, "again", 2)
 	if second.Name != "again-1" || second.UID == first.UID {
 		t.Fatalf("second attempt's job %s (uid %s)", second.Name, second.UID)
 	}
-	waitJobGone(t, ns, first.Name)
+	enginetest.WaitGone(t, k8s, first)
 	if env := second.Spec.PyTorchReplicaSpecs[kubeflowv1.PyTorchJobReplicaTypeWorker].Template.Labels["attempt"]; env != "2" {
 		t.Errorf("second attempt's pods labelled attempt %q", env)
 	}
 	setStatus(t, second, condition(kubeflowv1.JobSucceeded, "PyTorchJobSucceeded", ""))
-	got := waitReason(t, k8s, ns, "again", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	got := testenv.WaitReason(t, k8s, ns, "again", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
 	if got.Status.Attempts != 2 {
 		t.Errorf("attempts %d", got.Status.Attempts)
 	}
-	p := phasesOf(eventsOf(recorder, ns, "again"))
+	p := enginetest.Collapsed(suite.Events(ns, "again"))
 	if !strings.HasPrefix(p, "1:QUEUED 2:QUEUED") || !strings.HasSuffix(p, "2:SUCCEEDED") {
 		t.Errorf("events %s; want the failed attempt reported by the next one's QUEUED, then success", p)
 	}
@@ -129,20 +130,20 @@ func TestRetry(t *testing.T) {
 // TestAbort: deleting a running TaskAction deletes its job and reports
 // ABORTED; the TaskAction is then let go.
 func TestAbort(t *testing.T) {
-	ns := namespace(t, k8s)
+	ns := suite.Namespace(t)
 	ta := pytorchAction(t, ns, "stop", 0, 0)
-	create(t, k8s, ta)
+	enginetest.Create(t, k8s, ta)
 	job := waitJob(t, ns, "stop", 1)
 	setStatus(t, job, condition(kubeflowv1.JobRunning, "PyTorchJobRunning", ""))
-	waitReason(t, k8s, ns, "stop", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "stop", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	if err := k8s.Delete(context.Background(), ta); err != nil {
 		t.Fatal(err)
 	}
-	waitJobGone(t, ns, job.Name)
-	eventually(t, "the TaskAction to be let go", func() bool {
+	enginetest.WaitGone(t, k8s, job)
+	enginetest.Eventually(t, "the TaskAction to be let go", func() bool {
 		return k8s.Get(context.Background(), client.ObjectKeyFromObject(ta), &flytev1.TaskAction{}) != nil
 	})
-	if p := phasesOf(eventsOf(recorder, ns, "stop")); p != "1:QUEUED 1:RUNNING 1:ABORTED" {
+	if p := enginetest.Collapsed(suite.Events(ns, "stop")); p != "1:QUEUED 1:RUNNING 1:ABORTED" {
 		t.Errorf("events %s", p)
 	}
 }
@@ -150,16 +151,16 @@ func TestAbort(t *testing.T) {
 // TestTimeout: a job still running at the task's deadline is deleted and the
 // task times out.
 func TestTimeout(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, pytorchAction(t, ns, "slow", 0, 2*time.Second))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, pytorchAction(t, ns, "slow", 0, 2*time.Second))
 	job := waitJob(t, ns, "slow", 1)
 	setStatus(t, job, condition(kubeflowv1.JobRunning, "PyTorchJobRunning", ""))
-	got := waitReason(t, k8s, ns, "slow", flytev1.ConditionFailed, flytev1.ReasonTimedOut)
+	got := testenv.WaitReason(t, k8s, ns, "slow", flytev1.ConditionFailed, flytev1.ReasonTimedOut)
 	if es := got.Status.ErrorState; es == nil || es.Code != controller.CodeTimeout {
 		t.Errorf("errorState %+v", es)
 	}
-	waitJobGone(t, ns, job.Name)
-	if p := phasesOf(eventsOf(recorder, ns, "slow")); !strings.HasSuffix(p, "1:TIMED_OUT") {
+	enginetest.WaitGone(t, k8s, job)
+	if p := enginetest.Collapsed(suite.Events(ns, "slow")); !strings.HasSuffix(p, "1:TIMED_OUT") {
 		t.Errorf("events %s", p)
 	}
 }
@@ -167,7 +168,7 @@ func TestTimeout(t *testing.T) {
 // TestJobsAdmitted: every golden job (PyTorch, TensorFlow, MPI, both task
 // type versions) is admitted by the operator's CRDs (a server-side dry run).
 func TestJobsAdmitted(t *testing.T) {
-	ns := namespace(t, k8s)
+	ns := suite.Namespace(t)
 	dir := filepath.Join("..", "testdata", "golden")
 	files, err := filepath.Glob(filepath.Join(dir, "*.template.json"))
 	if err != nil || len(files) == 0 {
@@ -216,26 +217,6 @@ func TestJobsAdmitted(t *testing.T) {
 // TestMissingCRD: in a cluster without the operator's CRDs a pytorch task
 // fails at once, naming the kind and what to install.
 func TestMissingCRD(t *testing.T) {
-	bare, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bare.Stop() })
-	rec := &events.MemoryRecorder{}
-	stop, err := startExecutor(bare.Config, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	ns := namespace(t, bare.Client)
-	create(t, bare.Client, pytorchAction(t, ns, "nocrd", 2, 0))
-	got := waitReason(t, bare.Client, ns, "nocrd", flytev1.ConditionFailed, flytev1.ReasonPluginNotFound)
-	es := got.Status.ErrorState
-	if es == nil || es.Code != controller.CodePluginNotFound || !strings.Contains(es.Message, "PyTorchJob of kubeflow.org/v1") ||
-		!strings.Contains(es.Message, "pytorchjobs.kubeflow.org") {
-		t.Errorf("errorState %+v; want the missing kind and its CRD named", es)
-	}
-	if got.Status.Attempts > 1 {
-		t.Errorf("attempts %d: want no retry", got.Status.Attempts)
-	}
+	suite.MissingCRD(t, func(ns string) *flytev1.TaskAction { return pytorchAction(t, ns, "nocrd", 2, 0) },
+		"PyTorchJob of kubeflow.org/v1", "pytorchjobs.kubeflow.org")
 }

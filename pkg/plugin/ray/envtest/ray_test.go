@@ -18,6 +18,7 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/gen/flyteidl2/plugins"
+	"github.com/taskaction/executor/internal/enginetest"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
@@ -34,8 +35,8 @@ import (
 // (Executing, with the head pod's and the Ray dashboard's links) and
 // SUCCEEDED (Completed); the finished RayJob stays for its logs.
 func TestSuccess(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, rayAction(t, ns, "train", 0, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, rayAction(t, ns, "train", 0, 0))
 	job := waitJob(t, ns, "train", 1)
 	if ref := metav1.GetControllerOf(job); ref == nil || ref.Kind != "TaskAction" || ref.Name != "train" {
 		t.Fatalf("the RayJob's controller is %+v", ref)
@@ -54,19 +55,19 @@ func TestSuccess(t *testing.T) {
 	if l := cs.WorkerGroupSpecs[0].Template.Labels; l[plugin.LabelManaged] != "true" || l["attempt"] != "1" {
 		t.Errorf("worker pod labels %v: KubeRay's pods must be the executor's", l)
 	}
-	waitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonQueued)
+	testenv.WaitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonQueued)
 
 	setStatus(t, job, initializing(job))
-	waitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonInitializing)
+	testenv.WaitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonInitializing)
 	setStatus(t, job, running)
-	waitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "train", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	setStatus(t, job, ended(rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded, "", "Job finished successfully."))
-	got := waitReason(t, k8s, ns, "train", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	got := testenv.WaitReason(t, k8s, ns, "train", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
 	if got.Status.Attempts != 1 {
 		t.Errorf("attempts %d", got.Status.Attempts)
 	}
-	evs := eventsOf(recorder, ns, "train")
-	if p := phasesOf(evs); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:SUCCEEDED" {
+	evs := suite.Events(ns, "train")
+	if p := enginetest.Collapsed(evs); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:SUCCEEDED" {
 		t.Errorf("events %s", p)
 	}
 	var runningEvent *events.Event
@@ -91,14 +92,14 @@ func TestSuccess(t *testing.T) {
 // failed) fails the task with Flyte's code and kind (TaskFailedWithError,
 // USER) when the runtime left no error.pb; the RayJob stays for its logs.
 func TestUserFailure(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, rayAction(t, ns, "bad", 1, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, rayAction(t, ns, "bad", 1, 0))
 	job := waitJob(t, ns, "bad", 1)
 	setStatus(t, job, initializing(job))
 	setStatus(t, job, running)
-	waitReason(t, k8s, ns, "bad", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "bad", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	setStatus(t, job, ended(rayv1.JobDeploymentStatusFailed, rayv1.JobStatusFailed, rayv1.AppFailed, "Job entrypoint command failed with exit code 1"))
-	got := waitReason(t, k8s, ns, "bad", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
+	got := testenv.WaitReason(t, k8s, ns, "bad", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
 	es := got.Status.ErrorState
 	if es == nil || es.Code != ray.CodeTaskFailedWithError || es.Kind != flytev1.ErrorKindUser || !strings.Contains(es.Message, "exit code 1") {
 		t.Errorf("errorState %+v", es)
@@ -106,7 +107,7 @@ func TestUserFailure(t *testing.T) {
 	if got.Status.Attempts != 1 {
 		t.Errorf("attempts %d: a failed Ray job is not retried without a recoverable error, as in Flyte", got.Status.Attempts)
 	}
-	if p := phasesOf(eventsOf(recorder, ns, "bad")); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:FAILED" {
+	if p := enginetest.Collapsed(suite.Events(ns, "bad")); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:FAILED" {
 		t.Errorf("events %s", p)
 	}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), &rayv1.RayJob{}); err != nil {
@@ -119,17 +120,17 @@ func TestUserFailure(t *testing.T) {
 // a new RayJob under the next name.
 func TestRetry(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t, k8s)
+	ns := suite.Namespace(t)
 	ta := rayAction(t, ns, "again", 1, 0)
-	create(t, k8s, ta)
+	enginetest.Create(t, k8s, ta)
 	first := waitJob(t, ns, "again", 1)
 	setStatus(t, first, initializing(first))
 	setStatus(t, first, running)
-	waitReason(t, k8s, ns, "again", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "again", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	doc := &core.ErrorDocument{Error: &core.ContainerError{Code: "ConnectionError", Message: "the object store went away",
 		Kind: core.ContainerError_RECOVERABLE, Origin: core.ExecutionError_USER}}
 	cur := testenv.GetTaskAction(t, k8s, ns, "again")
-	if err := store.WriteProtobuf(ctx, task.OutputPrefix(cur, 1)+"/"+storage.ErrorFile, doc); err != nil {
+	if err := suite.Store(t).WriteProtobuf(ctx, task.OutputPrefix(cur, 1)+"/"+storage.ErrorFile, doc); err != nil {
 		t.Fatal(err)
 	}
 	setStatus(t, first, ended(rayv1.JobDeploymentStatusFailed, rayv1.JobStatusFailed, rayv1.AppFailed, "Job entrypoint command failed with exit code 1"))
@@ -138,19 +139,19 @@ func TestRetry(t *testing.T) {
 	if second.Name != "again-1" || second.UID == first.UID {
 		t.Fatalf("second attempt's RayJob %s (uid %s)", second.Name, second.UID)
 	}
-	waitJobGone(t, ns, first.Name)
+	enginetest.WaitGone(t, k8s, first)
 	if l := second.Spec.RayClusterSpec.HeadGroupSpec.Template.Labels["attempt"]; l != "2" {
 		t.Errorf("second attempt's pods labelled attempt %q", l)
 	}
 	setStatus(t, second, initializing(second))
 	setStatus(t, second, running)
 	setStatus(t, second, ended(rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded, "", ""))
-	got := waitReason(t, k8s, ns, "again", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	got := testenv.WaitReason(t, k8s, ns, "again", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
 	if got.Status.Attempts != 2 {
 		t.Errorf("attempts %d", got.Status.Attempts)
 	}
-	evs := eventsOf(recorder, ns, "again")
-	p := phasesOf(evs)
+	evs := suite.Events(ns, "again")
+	p := enginetest.Collapsed(evs)
 	if !strings.Contains(p, "1:RUNNING 2:QUEUED") || !strings.HasSuffix(p, "2:SUCCEEDED") || strings.Contains(p, "1:FAILED") {
 		t.Errorf("events %s; want the failed attempt reported by the next one's QUEUED, then success", p)
 	}
@@ -169,18 +170,18 @@ func TestRetry(t *testing.T) {
 // of the same name once the old one is gone (KubeRay's finalizer holds it
 // while the Ray job stops).
 func TestSystemRetry(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, rayAction(t, ns, "lost", 0, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, rayAction(t, ns, "lost", 0, 0))
 	first := waitJob(t, ns, "lost", 1)
 	holdFinalizer(t, first)
 	setStatus(t, first, initializing(first))
 	setStatus(t, first, running)
-	waitReason(t, k8s, ns, "lost", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "lost", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	setStatus(t, first, ended(rayv1.JobDeploymentStatusFailed, rayv1.JobStatusFailed, rayv1.JobDeploymentStatusTransitionGracePeriodExceeded, ""))
 	// The name stays taken while KubeRay stops the job.
 	releaseFinalizer(t, first)
 	var again *rayv1.RayJob
-	eventually(t, "a new RayJob for the same attempt", func() bool {
+	enginetest.Eventually(t, "a new RayJob for the same attempt", func() bool {
 		j := &rayv1.RayJob{}
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(first), j); err != nil || j.UID == first.UID {
 			return false
@@ -196,8 +197,8 @@ func TestSystemRetry(t *testing.T) {
 		t.Errorf("system failures %d, want 1", got.Status.SystemFailures)
 	}
 	setStatus(t, again, ended(rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded, "", ""))
-	waitReason(t, k8s, ns, "lost", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
-	if p := phasesOf(eventsOf(recorder, ns, "lost")); strings.Contains(p, "FAILED") || strings.Contains(p, "2:") || !strings.HasSuffix(p, "1:SUCCEEDED") {
+	testenv.WaitReason(t, k8s, ns, "lost", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	if p := enginetest.Collapsed(suite.Events(ns, "lost")); strings.Contains(p, "FAILED") || strings.Contains(p, "2:") || !strings.HasSuffix(p, "1:SUCCEEDED") {
 		t.Errorf("events %s: want one attempt, run again after the system failure, then success", p)
 	}
 }
@@ -206,23 +207,23 @@ func TestSystemRetry(t *testing.T) {
 // KubeRay's finalizer holds while the Ray job stops) and reports ABORTED;
 // the TaskAction is then let go.
 func TestAbort(t *testing.T) {
-	ns := namespace(t, k8s)
+	ns := suite.Namespace(t)
 	ta := rayAction(t, ns, "stop", 0, 0)
-	create(t, k8s, ta)
+	enginetest.Create(t, k8s, ta)
 	job := waitJob(t, ns, "stop", 1)
 	holdFinalizer(t, job)
 	setStatus(t, job, initializing(job))
 	setStatus(t, job, running)
-	waitReason(t, k8s, ns, "stop", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "stop", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	if err := k8s.Delete(context.Background(), ta); err != nil {
 		t.Fatal(err)
 	}
 	releaseFinalizer(t, job)
-	waitJobGone(t, ns, job.Name)
-	eventually(t, "the TaskAction to be let go", func() bool {
+	enginetest.WaitGone(t, k8s, job)
+	enginetest.Eventually(t, "the TaskAction to be let go", func() bool {
 		return k8s.Get(context.Background(), client.ObjectKeyFromObject(ta), &flytev1.TaskAction{}) != nil
 	})
-	if p := phasesOf(eventsOf(recorder, ns, "stop")); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:ABORTED" {
+	if p := enginetest.Collapsed(suite.Events(ns, "stop")); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:ABORTED" {
 		t.Errorf("events %s", p)
 	}
 }
@@ -230,17 +231,17 @@ func TestAbort(t *testing.T) {
 // TestTimeout: a RayJob still going at the task's deadline is deleted and
 // the task times out.
 func TestTimeout(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, rayAction(t, ns, "slow", 0, 2*time.Second))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, rayAction(t, ns, "slow", 0, 2*time.Second))
 	job := waitJob(t, ns, "slow", 1)
 	setStatus(t, job, initializing(job))
 	setStatus(t, job, running)
-	got := waitReason(t, k8s, ns, "slow", flytev1.ConditionFailed, flytev1.ReasonTimedOut)
+	got := testenv.WaitReason(t, k8s, ns, "slow", flytev1.ConditionFailed, flytev1.ReasonTimedOut)
 	if es := got.Status.ErrorState; es == nil || es.Code != controller.CodeTimeout {
 		t.Errorf("errorState %+v", es)
 	}
-	waitJobGone(t, ns, job.Name)
-	if p := phasesOf(eventsOf(recorder, ns, "slow")); !strings.HasSuffix(p, "1:TIMED_OUT") {
+	enginetest.WaitGone(t, k8s, job)
+	if p := enginetest.Collapsed(suite.Events(ns, "slow")); !strings.HasSuffix(p, "1:TIMED_OUT") {
 		t.Errorf("events %s", p)
 	}
 }
@@ -250,7 +251,7 @@ func TestTimeout(t *testing.T) {
 // submission mode, a logs sidecar, a pod-spec task) are admitted by
 // KubeRay's CRD, its schema and CEL rules (a server-side dry run).
 func TestRayJobsAdmitted(t *testing.T) {
-	ns := namespace(t, k8s)
+	ns := suite.Namespace(t)
 	podSpec := func(m map[string]any) *structpb.Struct {
 		s, err := structpb.NewStruct(m)
 		if err != nil {
@@ -341,29 +342,9 @@ func TestRayJobsAdmitted(t *testing.T) {
 // TestMissingCRD: in a cluster without KubeRay's CRDs a ray task fails at
 // once, naming the kind and what to install, and is not retried.
 func TestMissingCRD(t *testing.T) {
-	bare, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bare.Stop() })
-	rec := &events.MemoryRecorder{}
-	stop, err := startExecutor(bare.Config, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	ns := namespace(t, bare.Client)
-	create(t, bare.Client, rayAction(t, ns, "nocrd", 2, 0))
-	got := waitReason(t, bare.Client, ns, "nocrd", flytev1.ConditionFailed, flytev1.ReasonPluginNotFound)
-	es := got.Status.ErrorState
-	if es == nil || es.Code != controller.CodePluginNotFound || !strings.Contains(es.Message, "RayJob of ray.io/v1") ||
-		!strings.Contains(es.Message, "rayjobs.ray.io") {
-		t.Errorf("errorState %+v; want the missing kind and its CRD named", es)
-	}
-	if got.Status.Attempts > 1 {
-		t.Errorf("attempts %d: want no retry", got.Status.Attempts)
-	}
-	if p := phasesOf(eventsOf(rec, ns, "nocrd")); p != "1:FAILED" {
+	evs := suite.MissingCRD(t, func(ns string) *flytev1.TaskAction { return rayAction(t, ns, "nocrd", 2, 0) },
+		"RayJob of ray.io/v1", "rayjobs.ray.io")
+	if p := enginetest.Collapsed(evs); p != "1:FAILED" {
 		t.Errorf("events %s", p)
 	}
 }

@@ -12,12 +12,12 @@ import (
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
+	"github.com/taskaction/executor/internal/enginetest"
 	"github.com/taskaction/executor/internal/testenv"
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/spark"
-	"github.com/taskaction/executor/pkg/storage"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -44,8 +44,8 @@ func linkNamed(evs []events.Event, phase events.Phase, name string) *core.TaskLo
 // (Completed; the history server linked), and the finished application stays
 // for its logs.
 func TestSuccess(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, sparkAction(t, ns, "etl", 0, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, sparkAction(t, ns, "etl", 0, 0))
 	app := waitApp(t, ns, "etl", 1)
 	if ref := metav1.GetControllerOf(app); ref == nil || ref.Kind != "TaskAction" || ref.Name != "etl" {
 		t.Fatalf("the application's controller is %+v", ref)
@@ -65,19 +65,19 @@ func TestSuccess(t *testing.T) {
 		t.Errorf("labels %v, %v", app.Labels, s.Executor.Labels)
 	}
 
-	waitReason(t, k8s, ns, "etl", flytev1.ConditionProgressing, flytev1.ReasonQueued)
+	testenv.WaitReason(t, k8s, ns, "etl", flytev1.ConditionProgressing, flytev1.ReasonQueued)
 	setStatus(t, app, state(sparkv1beta2.ApplicationStateSubmitted, ""))
-	waitReason(t, k8s, ns, "etl", flytev1.ConditionProgressing, flytev1.ReasonInitializing)
+	testenv.WaitReason(t, k8s, ns, "etl", flytev1.ConditionProgressing, flytev1.ReasonInitializing)
 	setStatus(t, app, driver("etl-0-driver", "spark.example.com/etl"))
 	setStatus(t, app, state(sparkv1beta2.ApplicationStateRunning, ""))
-	waitReason(t, k8s, ns, "etl", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "etl", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	setStatus(t, app, state(sparkv1beta2.ApplicationStateCompleted, ""))
-	got := waitReason(t, k8s, ns, "etl", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	got := testenv.WaitReason(t, k8s, ns, "etl", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
 	if got.Status.Attempts != 1 {
 		t.Errorf("attempts %d", got.Status.Attempts)
 	}
-	evs := eventsOf(recorder, ns, "etl")
-	if p := phasesOf(evs); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:SUCCEEDED" {
+	evs := suite.Events(ns, "etl")
+	if p := enginetest.Phases(evs); p != "1:QUEUED 1:INITIALIZING 1:RUNNING 1:SUCCEEDED" {
 		t.Errorf("events %s", p)
 	}
 	if l := linkNamed(evs, events.PhaseRunning, "Kubernetes Logs"); l == nil || l.GetUri() != "http://dashboard/"+ns+"/etl-0-driver" {
@@ -98,18 +98,18 @@ func TestSuccess(t *testing.T) {
 // with Flyte's code and kind (DownstreamSystemError, USER) and the
 // operator's message when no attempt is left; the application stays.
 func TestUserFailure(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, sparkAction(t, ns, "bad", 0, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, sparkAction(t, ns, "bad", 0, 0))
 	app := waitApp(t, ns, "bad", 1)
 	setStatus(t, app, state(sparkv1beta2.ApplicationStateRunning, ""))
-	waitReason(t, k8s, ns, "bad", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "bad", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	setStatus(t, app, state(sparkv1beta2.ApplicationStateFailed, "driver container failed with ExitCode: 1, Reason: Error"))
-	got := waitReason(t, k8s, ns, "bad", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
+	got := testenv.WaitReason(t, k8s, ns, "bad", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
 	es := got.Status.ErrorState
 	if es == nil || es.Code != spark.CodeDownstreamSystemError || es.Kind != flytev1.ErrorKindUser || !strings.Contains(es.Message, "driver container failed with ExitCode: 1") {
 		t.Errorf("errorState %+v", es)
 	}
-	if p := phasesOf(eventsOf(recorder, ns, "bad")); p != "1:QUEUED 1:RUNNING 1:FAILED" {
+	if p := enginetest.Phases(suite.Events(ns, "bad")); p != "1:QUEUED 1:RUNNING 1:FAILED" {
 		t.Errorf("events %s", p)
 	}
 	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(app), &sparkv1beta2.SparkApplication{}); err != nil {
@@ -122,21 +122,17 @@ func TestUserFailure(t *testing.T) {
 // at once, retries left or not (the driver's runtime exits 0 after a user
 // error).
 func TestRuntimeError(t *testing.T) {
-	ns := namespace(t, k8s)
+	ns := suite.Namespace(t)
 	ta := sparkAction(t, ns, "raises", 2, 0)
-	create(t, k8s, ta)
+	enginetest.Create(t, k8s, ta)
 	app := waitApp(t, ns, "raises", 1)
-	store, err := storage.New(testConfig().Storage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := suite.Store(t)
 	doc := &core.ErrorDocument{Error: &core.ContainerError{Code: "USER:ValueError", Message: "bad input", Kind: core.ContainerError_NON_RECOVERABLE}}
 	if err := store.WriteProtobuf(context.Background(), task.ErrorURI(ta, 1), doc); err != nil {
 		t.Fatal(err)
 	}
 	setStatus(t, app, state(sparkv1beta2.ApplicationStateCompleted, ""))
-	got := waitReason(t, k8s, ns, "raises", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
+	got := testenv.WaitReason(t, k8s, ns, "raises", flytev1.ConditionFailed, flytev1.ReasonPermanentFailure)
 	if es := got.Status.ErrorState; es == nil || es.Code != "USER:ValueError" || es.Message != "bad input" {
 		t.Errorf("errorState %+v", es)
 	}
@@ -148,24 +144,24 @@ func TestRuntimeError(t *testing.T) {
 // TestRetry: with a retry left, a failed application is deleted and the
 // next attempt runs as a new application under the next name.
 func TestRetry(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, sparkAction(t, ns, "again", 1, 0))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, sparkAction(t, ns, "again", 1, 0))
 	first := waitApp(t, ns, "again", 1)
 	setStatus(t, first, state(sparkv1beta2.ApplicationStateFailed, "executor lost"))
 	second := waitApp(t, ns, "again", 2)
 	if second.Name != "again-1" || second.UID == first.UID {
 		t.Fatalf("the second attempt's application %s (uid %s)", second.Name, second.UID)
 	}
-	waitAppGone(t, ns, first.Name)
+	enginetest.WaitGone(t, k8s, first)
 	if second.Spec.SparkConf["spark.kubernetes.executor.podNamePrefix"] != "again-1" || second.Spec.Driver.Labels["attempt"] != "2" {
 		t.Errorf("the second attempt's executors %q, driver labels %v", second.Spec.SparkConf["spark.kubernetes.executor.podNamePrefix"], second.Spec.Driver.Labels)
 	}
 	setStatus(t, second, state(sparkv1beta2.ApplicationStateCompleted, ""))
-	got := waitReason(t, k8s, ns, "again", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
+	got := testenv.WaitReason(t, k8s, ns, "again", flytev1.ConditionSucceeded, flytev1.ReasonCompleted)
 	if got.Status.Attempts != 2 {
 		t.Errorf("attempts %d", got.Status.Attempts)
 	}
-	p := phasesOf(eventsOf(recorder, ns, "again"))
+	p := enginetest.Phases(suite.Events(ns, "again"))
 	if !strings.HasPrefix(p, "1:QUEUED 2:QUEUED") || !strings.HasSuffix(p, "2:SUCCEEDED") {
 		t.Errorf("events %s; want the failed attempt reported by the next one's QUEUED, then success", p)
 	}
@@ -174,20 +170,20 @@ func TestRetry(t *testing.T) {
 // TestAbort: deleting a running TaskAction deletes its application and
 // reports ABORTED; the TaskAction is then let go.
 func TestAbort(t *testing.T) {
-	ns := namespace(t, k8s)
+	ns := suite.Namespace(t)
 	ta := sparkAction(t, ns, "stop", 0, 0)
-	create(t, k8s, ta)
+	enginetest.Create(t, k8s, ta)
 	app := waitApp(t, ns, "stop", 1)
 	setStatus(t, app, state(sparkv1beta2.ApplicationStateRunning, ""))
-	waitReason(t, k8s, ns, "stop", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
+	testenv.WaitReason(t, k8s, ns, "stop", flytev1.ConditionProgressing, flytev1.ReasonExecuting)
 	if err := k8s.Delete(context.Background(), ta); err != nil {
 		t.Fatal(err)
 	}
-	waitAppGone(t, ns, app.Name)
-	eventually(t, "the TaskAction to be let go", func() bool {
+	enginetest.WaitGone(t, k8s, app)
+	enginetest.Eventually(t, "the TaskAction to be let go", func() bool {
 		return k8s.Get(context.Background(), client.ObjectKeyFromObject(ta), &flytev1.TaskAction{}) != nil
 	})
-	if p := phasesOf(eventsOf(recorder, ns, "stop")); p != "1:QUEUED 1:RUNNING 1:ABORTED" {
+	if p := enginetest.Phases(suite.Events(ns, "stop")); p != "1:QUEUED 1:RUNNING 1:ABORTED" {
 		t.Errorf("events %s", p)
 	}
 }
@@ -195,16 +191,16 @@ func TestAbort(t *testing.T) {
 // TestTimeout: an application still running at the task's deadline is
 // deleted and the task times out.
 func TestTimeout(t *testing.T) {
-	ns := namespace(t, k8s)
-	create(t, k8s, sparkAction(t, ns, "slow", 0, 2*time.Second))
+	ns := suite.Namespace(t)
+	enginetest.Create(t, k8s, sparkAction(t, ns, "slow", 0, 2*time.Second))
 	app := waitApp(t, ns, "slow", 1)
 	setStatus(t, app, state(sparkv1beta2.ApplicationStateRunning, ""))
-	got := waitReason(t, k8s, ns, "slow", flytev1.ConditionFailed, flytev1.ReasonTimedOut)
+	got := testenv.WaitReason(t, k8s, ns, "slow", flytev1.ConditionFailed, flytev1.ReasonTimedOut)
 	if es := got.Status.ErrorState; es == nil || es.Code != controller.CodeTimeout {
 		t.Errorf("errorState %+v", es)
 	}
-	waitAppGone(t, ns, app.Name)
-	if p := phasesOf(eventsOf(recorder, ns, "slow")); !strings.HasSuffix(p, "1:TIMED_OUT") {
+	enginetest.WaitGone(t, k8s, app)
+	if p := enginetest.Phases(suite.Events(ns, "slow")); !strings.HasSuffix(p, "1:TIMED_OUT") {
 		t.Errorf("events %s", p)
 	}
 }
@@ -213,7 +209,7 @@ func TestTimeout(t *testing.T) {
 // the typed form, are admitted by the operator's CRD (a server-side dry run
 // of what the plugin builds).
 func TestApplicationsAdmitted(t *testing.T) {
-	ns := namespace(t, k8s)
+	ns := suite.Namespace(t)
 	p, err := spark.NewWith(spark.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -246,29 +242,9 @@ func TestApplicationsAdmitted(t *testing.T) {
 // TestMissingCRD: in a cluster without the operator's CRD a spark task fails
 // at once, naming the kind and what to install.
 func TestMissingCRD(t *testing.T) {
-	bare, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bare.Stop() })
-	rec := &events.MemoryRecorder{}
-	stop, err := startExecutor(bare.Config, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	ns := namespace(t, bare.Client)
-	create(t, bare.Client, sparkAction(t, ns, "nocrd", 2, 0))
-	got := waitReason(t, bare.Client, ns, "nocrd", flytev1.ConditionFailed, flytev1.ReasonPluginNotFound)
-	es := got.Status.ErrorState
-	if es == nil || es.Code != controller.CodePluginNotFound || !strings.Contains(es.Message, "SparkApplication of sparkoperator.k8s.io/v1beta2") ||
-		!strings.Contains(es.Message, "sparkapplications.sparkoperator.k8s.io") {
-		t.Errorf("errorState %+v; want the missing kind and its CRD named", es)
-	}
-	if got.Status.Attempts > 1 {
-		t.Errorf("attempts %d: want no retry", got.Status.Attempts)
-	}
-	if p := phasesOf(eventsOf(rec, ns, "nocrd")); p != "1:FAILED" {
+	evs := suite.MissingCRD(t, func(ns string) *flytev1.TaskAction { return sparkAction(t, ns, "nocrd", 2, 0) },
+		"SparkApplication of sparkoperator.k8s.io/v1beta2", "sparkapplications.sparkoperator.k8s.io")
+	if p := enginetest.Phases(evs); p != "1:FAILED" {
 		t.Errorf("events %s", p)
 	}
 }
