@@ -4,6 +4,15 @@
 // Plan: events, the new status, actions, when to look again), and applies the
 // plan in a crash-safe order: events are reported and acknowledged, then the
 // status that records them is written, then anything is destroyed.
+//
+// Where things are: the flow here; gathering in gather*.go and duplicates.go;
+// the decision in taskaction_decide.go, asking the pure policies
+// (policy_*.go) for verdicts (verdict.go) that the plan's writers
+// (taskaction_plan.go) carry into the plan; the status in
+// taskaction_status.go, own_record.go, taskaction_events.go and
+// taskaction_statushold.go; the launch in launch.go; apply in apply.go; what
+// the process remembers, and why a crash loses nothing, in process_memory.go
+// (docs/architecture.md tells the same from the outside).
 package controller
 
 import (
