@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	corev1 "k8s.io/api/core/v1"
@@ -23,29 +22,10 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/plugins"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
-
-func flyteTask(t *testing.T, tmpl *core.TaskTemplate) *task.Task {
-	t.Helper()
-	b, err := proto.Marshal(tmpl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &task.Task{Form: task.FormFlyte, Raw: b}
-}
-
-func wantBadSpec(t *testing.T, err error, contains string) {
-	t.Helper()
-	var le *plugin.LaunchError
-	if !errors.As(err, &le) || le.Err.Code != CodeBadTaskSpecification || le.Err.Kind != flytev1.ErrorKindUser || le.Retryable {
-		t.Fatalf("err = %v; want a permanent user failure %s", err, CodeBadTaskSpecification)
-	}
-	if !strings.Contains(le.Err.Message, contains) {
-		t.Errorf("message %q does not say %q", le.Err.Message, contains)
-	}
-}
 
 // TestTaskSpec: the spec comes from Flyte's template custom or the typed
 // form's config, unknown fields ignored; Flyte's bounds are refused at once.
@@ -55,7 +35,7 @@ func TestTaskSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := func(s *plugins.ClusteredTaskSpec) *task.Task {
-		return flyteTask(t, &core.TaskTemplate{Custom: custom(t, s)})
+		return plugintest.FlyteTask(t, &core.TaskTemplate{Custom: plugintest.Custom(t, s)})
 	}
 	for _, tc := range []struct {
 		name string
@@ -63,8 +43,8 @@ func TestTaskSpec(t *testing.T) {
 		err  string
 	}{
 		{"Flyte: custom", spec(&plugins.ClusteredTaskSpec{Replicas: 2, NprocPerNode: 8}), ""},
-		{"Flyte: unknown fields", flyteTask(t, &core.TaskTemplate{Custom: withUnknown}), ""},
-		{"Flyte: no custom", flyteTask(t, &core.TaskTemplate{}), "no custom"},
+		{"Flyte: unknown fields", plugintest.FlyteTask(t, &core.TaskTemplate{Custom: withUnknown}), ""},
+		{"Flyte: no custom", plugintest.FlyteTask(t, &core.TaskTemplate{}), "no custom"},
 		{"no replicas", spec(&plugins.ClusteredTaskSpec{NprocPerNode: 1}), "replicas must be >= 1, got 0"},
 		{"too many replicas", spec(&plugins.ClusteredTaskSpec{Replicas: MaxReplicas + 1, NprocPerNode: 1}), "replicas must be <= 100000"},
 		{"the most replicas", spec(&plugins.ClusteredTaskSpec{Replicas: MaxReplicas, NprocPerNode: 1}), ""},
@@ -83,7 +63,7 @@ func TestTaskSpec(t *testing.T) {
 				}
 				return
 			}
-			wantBadSpec(t, err, tc.err)
+			plugintest.WantUserFailure(t, err, CodeBadTaskSpecification, tc.err)
 		})
 	}
 }
@@ -271,9 +251,9 @@ func taskContext(t *testing.T, tmpl *core.TaskTemplate) plugin.TaskContext {
 }
 
 func clusteredTemplate(t *testing.T, spec *plugins.ClusteredTaskSpec) *core.TaskTemplate {
-	return &core.TaskTemplate{Id: taskID("train.t"), Type: ID,
+	return &core.TaskTemplate{Id: plugintest.TaskID("train.t"), Type: ID,
 		Target: &core.TaskTemplate_Container{Container: &core.Container{Image: "img", Args: []string{"run"}}},
-		Custom: custom(t, spec)}
+		Custom: plugintest.Custom(t, spec)}
 }
 
 // TestBuild: the JobSet's shape, restart policy and subdomain, the task's

@@ -6,11 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -25,6 +23,7 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/plugins"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
@@ -53,19 +52,12 @@ type goldenInput struct {
 	TaskAction *flytev1.TaskAction  `json:"taskAction"`
 }
 
-// flyteSettings are the pod settings of a Flyte deployment as its chart
-// configures them (the container plugin's golden pods use the same).
+// flyteSettings are the pod settings of a Flyte deployment
+// (plugintest.FlyteSettings) with logs rendering the links.
 func flyteSettings(logs *tasklog.Renderer) plugin.Settings {
-	return plugin.Settings{
-		DefaultCPU: "1000m", DefaultMemory: "1024Mi",
-		DefaultAnnotations: map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
-		DefaultEnvVars: map[string]string{
-			"_U_EP_OVERRIDE": "flyte-binary-grpc.flyte.svc.cluster.local:8089", "_U_INSECURE": "true", "_U_USE_ACTIONS": "1",
-		},
-		InterruptibleTolerations:  []corev1.Toleration{{Key: "cloud.google.com/gke-spot", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
-		InterruptibleNodeSelector: map[string]string{"cloud.google.com/gke-spot": "true"},
-		TaskLogs:                  logs,
-	}
+	s := plugintest.FlyteSettings()
+	s.TaskLogs = logs
+	return s
 }
 
 // flyteTaskAction is a TaskAction as Flyte's actions service applies it.
@@ -98,37 +90,6 @@ func flyteTaskAction(t *testing.T, run, action string, tmpl *core.TaskTemplate) 
 	}
 }
 
-// sdkArgs are the arguments flyte-sdk gives its distributed entrypoint.
-func sdkArgs() []string {
-	return []string{"a0", "--inputs", "{{.input}}", "--outputs-path", "{{.outputPrefix}}", "--version", "v1",
-		"--raw-data-path", "{{.rawOutputDataPrefix}}", "--checkpoint-path", "{{.checkpointOutputPrefix}}",
-		"--prev-checkpoint", "{{.prevCheckpointPrefix}}", "--run-name", "{{.runName}}", "--name", "{{.actionName}}",
-		"--tgz", "s3://flyte-data/code/abc.tgz", "--dest", ".", "--resolver", "flyte._internal.resolvers.default.DefaultTaskResolver",
-		"mod", "main", "instance", "train"}
-}
-
-func taskID(name string) *core.Identifier {
-	return &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "flytesnacks", Domain: "development", Name: name, Version: "v1"}
-}
-
-func res(n core.Resources_ResourceName, v string) *core.Resources_ResourceEntry {
-	return &core.Resources_ResourceEntry{Name: n, Value: v}
-}
-
-// custom is the ClusteredTaskSpec as flyte-sdk puts it into the template.
-func custom(t *testing.T, spec *plugins.ClusteredTaskSpec) *structpb.Struct {
-	t.Helper()
-	b, err := protojson.Marshal(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &structpb.Struct{}
-	if err := protojson.Unmarshal(b, s); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 type goldenCase struct {
 	name string
 	logs config.TaskLogConfig
@@ -144,18 +105,18 @@ func goldenCases() []goldenCase {
 		// The SDK's shape: two nodes of eight GPUs, static rendezvous, no restarts.
 		{name: "basic", logs: config.DefaultTaskLogConfig(), ta: func(t *testing.T) *flytev1.TaskAction {
 			return flyteTaskAction(t, "rclu01", "n0", &core.TaskTemplate{
-				Id: taskID("train.ddp"), Type: ID,
+				Id: plugintest.TaskID("train.ddp"), Type: ID,
 				Metadata: &core.TaskMetadata{Runtime: &core.RuntimeMetadata{Type: core.RuntimeMetadata_FLYTE_SDK, Version: "2.0.0"}},
 				Target: &core.TaskTemplate_Container{Container: &core.Container{
-					Image: "ghcr.io/flyteorg/torch:v1", Command: []string{"python", "-m", "flyte.distributed._entrypoint"}, Args: sdkArgs(),
+					Image: "ghcr.io/flyteorg/torch:v1", Command: []string{"python", "-m", "flyte.distributed._entrypoint"}, Args: plugintest.SDKArgs("train"),
 					Resources: &core.Resources{
-						Requests: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "8"), res(core.Resources_MEMORY, "64Gi"), res(core.Resources_GPU, "8")},
-						Limits:   []*core.Resources_ResourceEntry{res(core.Resources_CPU, "8"), res(core.Resources_MEMORY, "64Gi"), res(core.Resources_GPU, "8")},
+						Requests: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "8"), plugintest.Res(core.Resources_MEMORY, "64Gi"), plugintest.Res(core.Resources_GPU, "8")},
+						Limits:   []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "8"), plugintest.Res(core.Resources_MEMORY, "64Gi"), plugintest.Res(core.Resources_GPU, "8")},
 					},
 				}},
 				ExtendedResources: &core.ExtendedResources{GpuAccelerator: &core.GPUAccelerator{Device: "H100"},
 					SharedMemory: &core.SharedMemory{MountPath: "/dev/shm", MountName: "shm", SizeLimit: "16Gi"}},
-				Custom: custom(t, &plugins.ClusteredTaskSpec{Replicas: 2, NprocPerNode: 8, Runtime: torchrun(plugins.RdzvBackend_STATIC)}),
+				Custom: plugintest.Custom(t, &plugins.ClusteredTaskSpec{Replicas: 2, NprocPerNode: 8, Runtime: torchrun(plugins.RdzvBackend_STATIC)}),
 			})
 		}},
 		// Rendezvous c10d, restarts and a TTL, an interconnect (not applied,
@@ -164,14 +125,14 @@ func goldenCases() []goldenCase {
 		// names (hashed).
 		{name: "c10d-restarts-longname", logs: config.DefaultTaskLogConfig(), ta: func(t *testing.T) *flytev1.TaskAction {
 			ta := flyteTaskAction(t, "rclu01averyveryverylongrunnamexxxxxxxxxxxx", "n1", &core.TaskTemplate{
-				Id: taskID("train.elastic"), Type: ID,
+				Id: plugintest.TaskID("train.elastic"), Type: ID,
 				Metadata: &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: 2}, InterruptibleValue: &core.TaskMetadata_Interruptible{Interruptible: true}},
 				Target: &core.TaskTemplate_Container{Container: &core.Container{
-					Image: "ghcr.io/flyteorg/torch:v1", Args: sdkArgs(),
+					Image: "ghcr.io/flyteorg/torch:v1", Args: plugintest.SDKArgs("train"),
 					Env: []*core.KeyValuePair{{Key: "MASTER_PORT", Value: "1234"}, {Key: "NCCL_DEBUG", Value: "INFO"}},
 				}},
 				SecurityContext: &core.SecurityContext{Secrets: []*core.Secret{{Group: "hf", Key: "token", MountRequirement: core.Secret_ENV_VAR}}},
-				Custom: custom(t, &plugins.ClusteredTaskSpec{Replicas: 4, NprocPerNode: 1, Runtime: torchrun(plugins.RdzvBackend_C10D),
+				Custom: plugintest.Custom(t, &plugins.ClusteredTaskSpec{Replicas: 4, NprocPerNode: 1, Runtime: torchrun(plugins.RdzvBackend_C10D),
 					Interconnect:            plugins.Interconnect_EFA,
 					FailurePolicy:           &plugins.ClusterFailurePolicy{MaxRestarts: 3, RestartOnHostMaintenance: true},
 					TtlSecondsAfterFinished: wrapperspb.UInt32(3600)}),
@@ -203,10 +164,10 @@ func goldenCases() []goldenCase {
 				t.Fatal(err)
 			}
 			return flyteTaskAction(t, "rclu01", "n2", &core.TaskTemplate{
-				Id: taskID("train.pod"), Type: ID, Config: map[string]string{"primary_container_name": "trainer"},
+				Id: plugintest.TaskID("train.pod"), Type: ID, Config: map[string]string{"primary_container_name": "trainer"},
 				Target: &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{PodSpec: spec,
 					Metadata: &core.K8SObjectMetadata{Labels: map[string]string{"team": "ml"}, Annotations: map[string]string{"prometheus.io/scrape": "true"}}}},
-				Custom: custom(t, &plugins.ClusteredTaskSpec{Replicas: 3, NprocPerNode: 2}),
+				Custom: plugintest.Custom(t, &plugins.ClusteredTaskSpec{Replicas: 3, NprocPerNode: 2}),
 			})
 		}},
 	}
@@ -227,19 +188,14 @@ func readInput(t *testing.T, gc goldenCase) goldenInput {
 	}
 	path := goldenPath(gc.name, "input")
 	if *updateInputs {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		plugintest.WriteFile(t, path, want)
 	}
 	got, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(got) != string(want) {
-		t.Fatalf("%s is not the case's input any more (rewrite it with -update-inputs and record Flyte's object again):\n%s", path, lineDiff(string(got), string(want)))
+		t.Fatalf("%s is not the case's input any more (rewrite it with -update-inputs and record Flyte's object again):\n%s", path, plugintest.LineDiff(string(got), string(want)))
 	}
 	return in
 }
@@ -279,7 +235,7 @@ func TestGoldenJobSets(t *testing.T) {
 				t.Fatalf("%v: record Flyte's JobSet for %s", err, goldenPath(gc.name, "input"))
 			}
 			if string(got) != string(want) {
-				t.Errorf("the JobSet differs from Flyte's (%s), beyond the deliberate differences:\n%s", path, lineDiff(string(want), string(got)))
+				t.Errorf("the JobSet differs from Flyte's (%s), beyond the deliberate differences:\n%s", path, plugintest.LineDiff(string(want), string(got)))
 			}
 		})
 	}
@@ -337,40 +293,6 @@ func asFlyte(js *jobsetv1alpha2.JobSet, tk *task.Task) *jobsetv1alpha2.JobSet {
 	return out
 }
 
-// lineDiff shows how got differs from want, line by line ("-" only in
-// want, "+" only in got), from a longest common subsequence.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	lcs := make([][]int, len(w)+1)
-	for i := range lcs {
-		lcs[i] = make([]int, len(g)+1)
-	}
-	for i := len(w) - 1; i >= 0; i-- {
-		for j := len(g) - 1; j >= 0; j-- {
-			if w[i] == g[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
-	var b strings.Builder
-	i, j := 0, 0
-	for i < len(w) || j < len(g) {
-		switch {
-		case i < len(w) && j < len(g) && w[i] == g[j]:
-			i, j = i+1, j+1
-		case j < len(g) && (i == len(w) || lcs[i][j+1] >= lcs[i+1][j]):
-			fmt.Fprintf(&b, "+%4d %s\n", j+1, g[j])
-			j++
-		default:
-			fmt.Fprintf(&b, "-%4d %s\n", i+1, w[i])
-			i++
-		}
-	}
-	return b.String()
-}
-
 // flytePhase is one entry of <case>.flyte-phases.yaml: what Flyte's
 // clustered plugin's GetTaskPhase says of the case's JobSet, created at
 // 08:00:00 UTC on 2026-12-07, with that status, in a cluster without pods
@@ -384,25 +306,7 @@ type flytePhase struct {
 	Error  *struct {
 		Code, Kind, Message string
 	} `json:"error"`
-	Logs []flyteLog `json:"logs"`
-}
-
-type flyteLog struct {
-	Name             string `json:"name"`
-	URI              string `json:"uri"`
-	MessageFormat    string `json:"messageFormat"`
-	LinkType         string `json:"linkType"`
-	Ready            bool   `json:"ready"`
-	ShowWhilePending bool   `json:"showWhilePending"`
-	HideOnceFinished bool   `json:"hideOnceFinished"`
-	IconURI          string `json:"iconUri"`
-}
-
-// flytePhases are Flyte's names of our phases.
-var flytePhases = map[plugin.Phase]string{
-	plugin.PhaseQueued: "PhaseQueued", plugin.PhaseInitializing: "PhaseInitializing", plugin.PhaseRunning: "PhaseRunning",
-	plugin.PhaseSucceeded: "PhaseSuccess", plugin.PhaseRetryableFailure: "PhaseRetryableFailure",
-	plugin.PhasePermanentFailure: "PhasePermanentFailure",
+	Logs []plugintest.FlyteLog `json:"logs"`
 }
 
 // TestGoldenPhases: for each JobSet status, the phase, message, error and
@@ -444,7 +348,7 @@ func TestGoldenPhases(t *testing.T) {
 				if obs.Phase != plugin.PhaseQueued || f.Phase != "PhaseRunning" {
 					t.Errorf("suspended: %s, Flyte's %s", obs.Phase, f.Phase)
 				}
-			} else if got := flytePhases[obs.Phase]; got != f.Phase {
+			} else if got := plugintest.FlytePhases[obs.Phase]; got != f.Phase {
 				t.Errorf("phase %s (%s), Flyte's %s", obs.Phase, got, f.Phase)
 			}
 			if !obs.Phase.IsTerminal() && !suspended && obs.Message != f.Reason {
@@ -460,16 +364,14 @@ func TestGoldenPhases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []flyteLog
+			var got []plugintest.FlyteLog
 			for _, l := range links {
-				got = append(got, flyteLog{Name: l.GetName(), URI: l.GetUri(), MessageFormat: l.GetMessageFormat().String(),
-					LinkType: l.GetLinkType().String(), Ready: l.GetReady(), ShowWhilePending: l.GetShowWhilePending(),
-					HideOnceFinished: l.GetHideOnceFinished(), IconURI: l.GetIconUri()})
+				got = append(got, plugintest.FlyteLogOf(l))
 			}
 			gy, _ := yaml.Marshal(got)
 			wy, _ := yaml.Marshal(f.Logs)
 			if string(gy) != string(wy) {
-				t.Errorf("links differ from Flyte's:\n%s", lineDiff(string(wy), string(gy)))
+				t.Errorf("links differ from Flyte's:\n%s", plugintest.LineDiff(string(wy), string(gy)))
 			}
 		})
 	}

@@ -4,19 +4,18 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -25,20 +24,6 @@ import (
 // differences) and reviewed by hand; -update rewrites them from the builder,
 // after which they must be reviewed again.
 var update = flag.Bool("update", false, "rewrite the expected pods under testdata/golden")
-
-// flyteSettings are the pod settings of a Flyte deployment as its chart
-// configures them.
-func flyteSettings() plugin.Settings {
-	return plugin.Settings{
-		DefaultCPU: "1000m", DefaultMemory: "1024Mi",
-		DefaultAnnotations: map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
-		DefaultEnvVars: map[string]string{
-			"_U_EP_OVERRIDE": "flyte-binary-grpc.flyte.svc.cluster.local:8089", "_U_INSECURE": "true", "_U_USE_ACTIONS": "1",
-		},
-		InterruptibleTolerations:  []corev1.Toleration{{Key: "cloud.google.com/gke-spot", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
-		InterruptibleNodeSelector: map[string]string{"cloud.google.com/gke-spot": "true"},
-	}
-}
 
 // flyteTaskAction is a TaskAction as Flyte's actions service applies it: its
 // name, labels, owner reference to the parent, the run's env vars, and the
@@ -80,23 +65,6 @@ func flyteTaskAction(t *testing.T, run, action, parent string, tmpl *core.TaskTe
 	return ta
 }
 
-// sdkArgs are the arguments flyte-sdk gives its runtime.
-func sdkArgs() []string {
-	return []string{"a0", "--inputs", "{{.input}}", "--outputs-path", "{{.outputPrefix}}", "--version", "v1",
-		"--raw-data-path", "{{.rawOutputDataPrefix}}", "--checkpoint-path", "{{.checkpointOutputPrefix}}",
-		"--prev-checkpoint", "{{.prevCheckpointPrefix}}", "--run-name", "{{.runName}}", "--name", "{{.actionName}}",
-		"--tgz", "s3://flyte-data/code/abc.tgz", "--dest", ".", "--resolver", "flyte._internal.resolvers.default.DefaultTaskResolver",
-		"mod", "main", "instance", "fn"}
-}
-
-func taskID(name string) *core.Identifier {
-	return &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "flytesnacks", Domain: "development", Name: name, Version: "v1"}
-}
-
-func res(n core.Resources_ResourceName, v string) *core.Resources_ResourceEntry {
-	return &core.Resources_ResourceEntry{Name: n, Value: v}
-}
-
 func TestGoldenPods(t *testing.T) {
 	sidecarSpec, err := structpb.NewStruct(map[string]any{
 		"containers": []any{
@@ -118,15 +86,15 @@ func TestGoldenPods(t *testing.T) {
 	}{
 		{name: "python-resources", attempt: 1, ta: func(t *testing.T) *flytev1.TaskAction {
 			return flyteTaskAction(t, "rabc123", "a0", "", &core.TaskTemplate{
-				Id: taskID("wf.train"), Type: "python",
+				Id: plugintest.TaskID("wf.train"), Type: "python",
 				Metadata: &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: 2}, Timeout: durationpb.New(600e9),
 					Runtime: &core.RuntimeMetadata{Type: core.RuntimeMetadata_FLYTE_SDK, Version: "2.0.0"}},
 				Target: &core.TaskTemplate_Container{Container: &core.Container{
-					Image: "ghcr.io/flyteorg/py:v1", Args: sdkArgs(),
+					Image: "ghcr.io/flyteorg/py:v1", Args: plugintest.SDKArgs("fn"),
 					Env: []*core.KeyValuePair{{Key: "PYTHONUNBUFFERED", Value: "1"}},
 					Resources: &core.Resources{
-						Requests: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "2"), res(core.Resources_MEMORY, "4Gi"), res(core.Resources_GPU, "1")},
-						Limits:   []*core.Resources_ResourceEntry{res(core.Resources_MEMORY, "8Gi"), res(core.Resources_EPHEMERAL_STORAGE, "20Gi")},
+						Requests: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "2"), plugintest.Res(core.Resources_MEMORY, "4Gi"), plugintest.Res(core.Resources_GPU, "1")},
+						Limits:   []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_MEMORY, "8Gi"), plugintest.Res(core.Resources_EPHEMERAL_STORAGE, "20Gi")},
 					},
 				}},
 				ExtendedResources: &core.ExtendedResources{GpuAccelerator: &core.GPUAccelerator{Device: "T4"}},
@@ -134,7 +102,7 @@ func TestGoldenPods(t *testing.T) {
 		}},
 		{name: "k8s-pod-two-containers", attempt: 2, ta: func(t *testing.T) *flytev1.TaskAction {
 			return flyteTaskAction(t, "rabc123", "n1", "a0", &core.TaskTemplate{
-				Id: taskID("wf.serve"), Type: "python", Config: map[string]string{"primary_container_name": "primary"},
+				Id: plugintest.TaskID("wf.serve"), Type: "python", Config: map[string]string{"primary_container_name": "primary"},
 				Metadata: &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: 1}},
 				Target: &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{PodSpec: sidecarSpec,
 					Metadata: &core.K8SObjectMetadata{Labels: map[string]string{"app": "serve"}, Annotations: map[string]string{"prometheus.io/scrape": "true"}}}},
@@ -142,7 +110,7 @@ func TestGoldenPods(t *testing.T) {
 		}},
 		{name: "secrets", attempt: 1, ta: func(t *testing.T) *flytev1.TaskAction {
 			return flyteTaskAction(t, "rabc123", "n2", "a0", &core.TaskTemplate{
-				Id: taskID("wf.fetch"), Type: "python",
+				Id: plugintest.TaskID("wf.fetch"), Type: "python",
 				Target: &core.TaskTemplate_Container{Container: &core.Container{Image: "ghcr.io/flyteorg/py:v1", Args: []string{"a0", "--inputs", "{{.input}}"}}},
 				SecurityContext: &core.SecurityContext{
 					RunAs: &core.Identity{K8SServiceAccount: "fetcher"},
@@ -156,10 +124,10 @@ func TestGoldenPods(t *testing.T) {
 		}},
 		{name: "interruptible", attempt: 1, ta: func(t *testing.T) *flytev1.TaskAction {
 			ta := flyteTaskAction(t, "rabc123", "n3", "a0", &core.TaskTemplate{
-				Id: taskID("wf.batch"), Type: "python",
+				Id: plugintest.TaskID("wf.batch"), Type: "python",
 				Metadata: &core.TaskMetadata{InterruptibleValue: &core.TaskMetadata_Interruptible{Interruptible: true}},
 				Target: &core.TaskTemplate_Container{Container: &core.Container{Image: "ghcr.io/flyteorg/py:v1", Args: []string{"a0", "--checkpoint-path", "{{.checkpointOutputPrefix}}"},
-					Resources: &core.Resources{Limits: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "500m")}}}},
+					Resources: &core.Resources{Limits: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "500m")}}}},
 			})
 			interruptible := true
 			ta.Spec.Interruptible = &interruptible
@@ -173,7 +141,7 @@ func TestGoldenPods(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pod, err := BuildPod(plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: fx.attempt, Settings: flyteSettings()})
+			pod, err := BuildPod(plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: fx.attempt, Settings: plugintest.FlyteSettings()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,12 +151,7 @@ func TestGoldenPods(t *testing.T) {
 			}
 			path := filepath.Join("testdata", "golden", fx.name+".yaml")
 			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				plugintest.WriteFile(t, path, got)
 				return
 			}
 			want, err := os.ReadFile(path)
@@ -196,32 +159,8 @@ func TestGoldenPods(t *testing.T) {
 				t.Fatalf("%v (run with -update to create it)", err)
 			}
 			if string(got) != string(want) {
-				t.Errorf("pod differs from %s:\n%s", path, lineDiff(string(want), string(got)))
+				t.Errorf("pod differs from %s:\n%s", path, plugintest.LineDiff(string(want), string(got)))
 			}
 		})
 	}
-}
-
-// lineDiff lists the lines only in want (-) or only in got (+), in order.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	inW, inG := map[string]int{}, map[string]int{}
-	for _, l := range w {
-		inW[l]++
-	}
-	for _, l := range g {
-		inG[l]++
-	}
-	var b strings.Builder
-	for _, l := range w {
-		if inG[l] == 0 {
-			b.WriteString("- " + l + "\n")
-		}
-	}
-	for _, l := range g {
-		if inW[l] == 0 {
-			b.WriteString("+ " + l + "\n")
-		}
-	}
-	return b.String()
 }

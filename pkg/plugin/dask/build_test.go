@@ -1,44 +1,22 @@
 package dask
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/gen/flyteidl2/plugins"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
-
-func flyteTask(t *testing.T, tmpl *core.TaskTemplate) *task.Task {
-	t.Helper()
-	b, err := proto.Marshal(tmpl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &task.Task{Form: task.FormFlyte, Raw: b}
-}
-
-func wantBadSpec(t *testing.T, err error, contains string) {
-	t.Helper()
-	var le *plugin.LaunchError
-	if !errors.As(err, &le) || le.Err.Code != CodeBadTaskSpecification || le.Err.Kind != flytev1.ErrorKindUser || le.Retryable {
-		t.Fatalf("err = %v; want a permanent user failure %s", err, CodeBadTaskSpecification)
-	}
-	if !strings.Contains(le.Err.Message, contains) {
-		t.Errorf("message %q does not say %q", le.Err.Message, contains)
-	}
-}
 
 // TestJobSpec: the DaskJob message comes from Flyte's template custom or
 // the typed form's config; unknown fields are ignored as Flyte ignores
@@ -59,10 +37,10 @@ func TestJobSpec(t *testing.T) {
 		workers uint32
 		err     string
 	}{
-		{"Flyte: custom", flyteTask(t, &core.TaskTemplate{Custom: custom(t, &plugins.DaskJob{Workers: &plugins.DaskWorkerGroup{NumberOfWorkers: 5}})}), 5, ""},
-		{"Flyte: unknown fields", flyteTask(t, &core.TaskTemplate{Custom: withUnknown}), 3, ""},
-		{"Flyte: no custom", flyteTask(t, &core.TaskTemplate{}), 0, "no custom DaskJob"},
-		{"Flyte: not a DaskJob", flyteTask(t, &core.TaskTemplate{Custom: notAJob}), 0, "not a DaskJob"},
+		{"Flyte: custom", plugintest.FlyteTask(t, &core.TaskTemplate{Custom: plugintest.Custom(t, &plugins.DaskJob{Workers: &plugins.DaskWorkerGroup{NumberOfWorkers: 5}})}), 5, ""},
+		{"Flyte: unknown fields", plugintest.FlyteTask(t, &core.TaskTemplate{Custom: withUnknown}), 3, ""},
+		{"Flyte: no custom", plugintest.FlyteTask(t, &core.TaskTemplate{}), 0, "no custom DaskJob"},
+		{"Flyte: not a DaskJob", plugintest.FlyteTask(t, &core.TaskTemplate{Custom: notAJob}), 0, "not a DaskJob"},
 		{"typed: config", &task.Task{Form: task.FormTyped, Config: map[string]string{ConfigKeyCustom: `{"workers": {"number_of_workers": 2}}`}}, 2, ""},
 		{"typed: empty object", &task.Task{Form: task.FormTyped, Config: map[string]string{ConfigKeyCustom: `{}`}}, 0, ""},
 		{"typed: no config", &task.Task{Form: task.FormTyped}, 0, "spec.template.config.custom is required"},
@@ -71,7 +49,7 @@ func TestJobSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			job, err := JobSpec(tc.task)
 			if tc.err != "" {
-				wantBadSpec(t, err, tc.err)
+				plugintest.WantUserFailure(t, err, CodeBadTaskSpecification, tc.err)
 				return
 			}
 			if err != nil {
@@ -155,16 +133,16 @@ func taskContext(t *testing.T, tmpl *core.TaskTemplate) plugin.TaskContext {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1, Settings: flyteSettings()}
+	return plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1, Settings: plugintest.FlyteSettings()}
 }
 
 func daskTemplate(t *testing.T, job *plugins.DaskJob) *core.TaskTemplate {
 	return &core.TaskTemplate{
-		Id: taskID("wf.t"), Type: "dask",
+		Id: plugintest.TaskID("wf.t"), Type: "dask",
 		Target: &core.TaskTemplate_Container{Container: &core.Container{Image: "img:task", Args: []string{"run"},
-			Resources: &core.Resources{Limits: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "2"), res(core.Resources_MEMORY, "4Gi")}}}},
+			Resources: &core.Resources{Limits: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "2"), plugintest.Res(core.Resources_MEMORY, "4Gi")}}}},
 		ExtendedResources: &core.ExtendedResources{GpuAccelerator: &core.GPUAccelerator{Device: "T4"}},
-		Custom:            custom(t, job),
+		Custom:            plugintest.Custom(t, job),
 	}
 }
 
@@ -172,9 +150,9 @@ func daskTemplate(t *testing.T, job *plugins.DaskJob) *core.TaskTemplate {
 // policy; the job's metadata; the Service that selects the scheduler.
 func TestBuildReplicas(t *testing.T) {
 	tc := taskContext(t, daskTemplate(t, &plugins.DaskJob{
-		Scheduler: &plugins.DaskScheduler{Image: "img:sched", Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "0"), res(core.Resources_MEMORY, "1Gi")}}},
+		Scheduler: &plugins.DaskScheduler{Image: "img:sched", Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "0"), plugintest.Res(core.Resources_MEMORY, "1Gi")}}},
 		Workers: &plugins.DaskWorkerGroup{NumberOfWorkers: 3, Resources: &core.Resources{
-			Limits: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "3"), res(core.Resources_MEMORY, "6Gi"), res(core.Resources_GPU, "1"), res(core.Resources_STORAGE, "1Gi")}}},
+			Limits: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "3"), plugintest.Res(core.Resources_MEMORY, "6Gi"), plugintest.Res(core.Resources_GPU, "1"), plugintest.Res(core.Resources_STORAGE, "1Gi")}}},
 	}))
 	spec, err := JobSpec(tc.Task)
 	if err != nil {
@@ -243,13 +221,13 @@ func TestBuildReplicas(t *testing.T) {
 // TestBuildRefusals: what cannot become a DaskJob fails the task at once.
 func TestBuildRefusals(t *testing.T) {
 	tc := taskContext(t, daskTemplate(t, &plugins.DaskJob{Workers: &plugins.DaskWorkerGroup{
-		Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{res(core.Resources_MEMORY, "1e2147483648")}}}}))
+		Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_MEMORY, "1e2147483648")}}}}))
 	spec, err := JobSpec(tc.Task)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = Build(tc, spec, "")
-	wantBadSpec(t, err, "workers.resources.requests[0]")
+	plugintest.WantUserFailure(t, err, CodeBadTaskSpecification, "workers.resources.requests[0]")
 }
 
 // TestDashboardPrefix: the path of the first dashboard link, without its

@@ -19,6 +19,7 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/plugins"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
 
@@ -189,7 +190,7 @@ func TestLaunchObserve(t *testing.T) {
 		t.Errorf("a DaskJob that is not ours under the name: %v", err)
 	}
 
-	bad := taskContext(t, &core.TaskTemplate{Id: taskID("wf.t"), Type: "dask",
+	bad := taskContext(t, &core.TaskTemplate{Id: plugintest.TaskID("wf.t"), Type: "dask",
 		Target: &core.TaskTemplate_Container{Container: &core.Container{Image: "img"}}})
 	if err := p.Validate(bad); !errors.As(err, &le) || le.Err.Code != CodeBadTaskSpecification {
 		t.Errorf("no custom: %v", err)

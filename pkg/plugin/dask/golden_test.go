@@ -2,15 +2,12 @@ package dask
 
 import (
 	"flag"
-	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +22,7 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/plugins"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
@@ -37,7 +35,7 @@ import (
 // docs/flyte-compat.md follows) sends to the API server for it. A throwaway
 // program, built outside this repository against that checkout and never
 // committed, read each input into Flyte's TaskAction type, set Flyte's
-// plugins.k8s section to flyteSettings' values and plugins.dask to the
+// plugins.k8s section to plugintest.FlyteSettings' values and plugins.dask to the
 // input's, ran one Handle of Flyte's k8s plugin manager for the dask plugin
 // (which builds the DaskJob and adds the name, namespace, labels,
 // annotations and owner reference) on a client that records the create,
@@ -50,20 +48,6 @@ type goldenInput struct {
 	// DaskLogs is the plugins.dask.logs section.
 	DaskLogs   config.TaskLogConfig `json:"daskLogs"`
 	TaskAction *flytev1.TaskAction  `json:"taskAction"`
-}
-
-// flyteSettings are the pod settings of a Flyte deployment as its chart
-// configures them (the container plugin's golden pods use the same).
-func flyteSettings() plugin.Settings {
-	return plugin.Settings{
-		DefaultCPU: "1000m", DefaultMemory: "1024Mi",
-		DefaultAnnotations: map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
-		DefaultEnvVars: map[string]string{
-			"_U_EP_OVERRIDE": "flyte-binary-grpc.flyte.svc.cluster.local:8089", "_U_INSECURE": "true", "_U_USE_ACTIONS": "1",
-		},
-		InterruptibleTolerations:  []corev1.Toleration{{Key: "cloud.google.com/gke-spot", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
-		InterruptibleNodeSelector: map[string]string{"cloud.google.com/gke-spot": "true"},
-	}
 }
 
 // flyteTaskAction is a TaskAction as Flyte's actions service applies it.
@@ -96,37 +80,6 @@ func flyteTaskAction(t *testing.T, run, action string, tmpl *core.TaskTemplate) 
 	}
 }
 
-// sdkArgs are the arguments flyte-sdk gives its runtime.
-func sdkArgs() []string {
-	return []string{"a0", "--inputs", "{{.input}}", "--outputs-path", "{{.outputPrefix}}", "--version", "v1",
-		"--raw-data-path", "{{.rawOutputDataPrefix}}", "--checkpoint-path", "{{.checkpointOutputPrefix}}",
-		"--prev-checkpoint", "{{.prevCheckpointPrefix}}", "--run-name", "{{.runName}}", "--name", "{{.actionName}}",
-		"--tgz", "s3://flyte-data/code/abc.tgz", "--dest", ".", "--resolver", "flyte._internal.resolvers.default.DefaultTaskResolver",
-		"mod", "main", "instance", "fn"}
-}
-
-func taskID(name string) *core.Identifier {
-	return &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "flytesnacks", Domain: "development", Name: name, Version: "v1"}
-}
-
-func res(n core.Resources_ResourceName, v string) *core.Resources_ResourceEntry {
-	return &core.Resources_ResourceEntry{Name: n, Value: v}
-}
-
-// custom is the DaskJob message as flyte-sdk puts it into the template.
-func custom(t *testing.T, job *plugins.DaskJob) *structpb.Struct {
-	t.Helper()
-	b, err := protojson.Marshal(job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &structpb.Struct{}
-	if err := protojson.Unmarshal(b, s); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 type goldenCase struct {
 	name string
 	logs config.TaskLogConfig
@@ -138,18 +91,18 @@ func goldenCases() []goldenCase {
 		// The SDK's shape: the task's image and resources for all, two workers.
 		{name: "basic", logs: config.DefaultTaskLogConfig(), ta: func(t *testing.T) *flytev1.TaskAction {
 			return flyteTaskAction(t, "rdask01", "n0", &core.TaskTemplate{
-				Id: taskID("wf.dask_sum"), Type: "dask",
+				Id: plugintest.TaskID("wf.dask_sum"), Type: "dask",
 				Metadata: &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: 1},
 					Runtime: &core.RuntimeMetadata{Type: core.RuntimeMetadata_FLYTE_SDK, Version: "2.0.0"}},
 				Target: &core.TaskTemplate_Container{Container: &core.Container{
-					Image: "ghcr.io/flyteorg/dask:v1", Args: sdkArgs(),
+					Image: "ghcr.io/flyteorg/dask:v1", Args: plugintest.SDKArgs("fn"),
 					Env: []*core.KeyValuePair{{Key: "PYTHONUNBUFFERED", Value: "1"}},
 					Resources: &core.Resources{
-						Requests: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "1"), res(core.Resources_MEMORY, "2Gi")},
-						Limits:   []*core.Resources_ResourceEntry{res(core.Resources_CPU, "2"), res(core.Resources_MEMORY, "4Gi")},
+						Requests: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "1"), plugintest.Res(core.Resources_MEMORY, "2Gi")},
+						Limits:   []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "2"), plugintest.Res(core.Resources_MEMORY, "4Gi")},
 					},
 				}},
-				Custom: custom(t, &plugins.DaskJob{Scheduler: &plugins.DaskScheduler{}, Workers: &plugins.DaskWorkerGroup{NumberOfWorkers: 2}}),
+				Custom: plugintest.Custom(t, &plugins.DaskJob{Scheduler: &plugins.DaskScheduler{}, Workers: &plugins.DaskWorkerGroup{NumberOfWorkers: 2}}),
 			})
 		}},
 		// Images and resources of their own for the scheduler (requests only)
@@ -157,18 +110,18 @@ func goldenCases() []goldenCase {
 		// task (only the workers go to interruptible capacity), a secret.
 		{name: "overrides-interruptible", logs: config.DefaultTaskLogConfig(), ta: func(t *testing.T) *flytev1.TaskAction {
 			ta := flyteTaskAction(t, "rdask01", "n1", &core.TaskTemplate{
-				Id: taskID("wf.dask_big"), Type: "dask",
+				Id: plugintest.TaskID("wf.dask_big"), Type: "dask",
 				Metadata: &core.TaskMetadata{InterruptibleValue: &core.TaskMetadata_Interruptible{Interruptible: true}},
 				Target: &core.TaskTemplate_Container{Container: &core.Container{
-					Image: "ghcr.io/flyteorg/dask:v1", Args: sdkArgs(),
-					Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "500m"), res(core.Resources_MEMORY, "1Gi")}},
+					Image: "ghcr.io/flyteorg/dask:v1", Args: plugintest.SDKArgs("fn"),
+					Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "500m"), plugintest.Res(core.Resources_MEMORY, "1Gi")}},
 				}},
 				SecurityContext: &core.SecurityContext{Secrets: []*core.Secret{{Group: "aws", Key: "access-key", MountRequirement: core.Secret_ENV_VAR}}},
-				Custom: custom(t, &plugins.DaskJob{
+				Custom: plugintest.Custom(t, &plugins.DaskJob{
 					Scheduler: &plugins.DaskScheduler{Image: "ghcr.io/dask/dask:2024.1.0",
-						Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "250m"), res(core.Resources_MEMORY, "512Mi")}}},
+						Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "250m"), plugintest.Res(core.Resources_MEMORY, "512Mi")}}},
 					Workers: &plugins.DaskWorkerGroup{NumberOfWorkers: 4, Image: "ghcr.io/flyteorg/dask-worker:v1",
-						Resources: &core.Resources{Limits: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "1500m"), res(core.Resources_MEMORY, "3Gi")}}},
+						Resources: &core.Resources{Limits: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "1500m"), plugintest.Res(core.Resources_MEMORY, "3Gi")}}},
 				}),
 			})
 			interruptible := true
@@ -203,11 +156,11 @@ func goldenCases() []goldenCase {
 				t.Fatal(err)
 			}
 			return flyteTaskAction(t, "rdask01", "n2", &core.TaskTemplate{
-				Id: taskID("wf.dask_pod"), Type: "dask", Config: map[string]string{"primary_container_name": "primary"},
+				Id: plugintest.TaskID("wf.dask_pod"), Type: "dask", Config: map[string]string{"primary_container_name": "primary"},
 				Target: &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{PodSpec: spec,
 					Metadata: &core.K8SObjectMetadata{Labels: map[string]string{"team": "analytics"}, Annotations: map[string]string{"prometheus.io/scrape": "true"}}}},
-				Custom: custom(t, &plugins.DaskJob{Workers: &plugins.DaskWorkerGroup{NumberOfWorkers: 1,
-					Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{res(core.Resources_MEMORY, "2Gi")}}}}),
+				Custom: plugintest.Custom(t, &plugins.DaskJob{Workers: &plugins.DaskWorkerGroup{NumberOfWorkers: 1,
+					Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_MEMORY, "2Gi")}}}}),
 			})
 		}},
 	}
@@ -228,19 +181,14 @@ func readInput(t *testing.T, gc goldenCase) goldenInput {
 	}
 	path := goldenPath(gc.name, "input")
 	if *updateInputs {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		plugintest.WriteFile(t, path, want)
 	}
 	got, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(got) != string(want) {
-		t.Fatalf("%s is not the case's input any more (rewrite it with -update-inputs and record Flyte's object again):\n%s", path, lineDiff(string(got), string(want)))
+		t.Fatalf("%s is not the case's input any more (rewrite it with -update-inputs and record Flyte's object again):\n%s", path, plugintest.LineDiff(string(got), string(want)))
 	}
 	return in
 }
@@ -261,11 +209,11 @@ func TestGoldenDaskJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := &Plugin{logs: logs}
-			job, err := p.build(plugin.TaskContext{TaskAction: in.TaskAction, Task: tk, Attempt: 1, Settings: flyteSettings()})
+			job, err := p.build(plugin.TaskContext{TaskAction: in.TaskAction, Task: tk, Attempt: 1, Settings: plugintest.FlyteSettings()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := yaml.Marshal(asFlyte(job, tk, flyteSettings()))
+			got, err := yaml.Marshal(asFlyte(job, tk, plugintest.FlyteSettings()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -275,7 +223,7 @@ func TestGoldenDaskJobs(t *testing.T) {
 				t.Fatalf("%v: record Flyte's DaskJob for %s", err, goldenPath(gc.name, "input"))
 			}
 			if string(got) != string(want) {
-				t.Errorf("the DaskJob differs from Flyte's (%s), beyond the deliberate differences:\n%s", path, lineDiff(string(want), string(got)))
+				t.Errorf("the DaskJob differs from Flyte's (%s), beyond the deliberate differences:\n%s", path, plugintest.LineDiff(string(want), string(got)))
 			}
 		})
 	}
@@ -335,41 +283,6 @@ func asFlyte(job *daskv1.DaskJob, tk *task.Task, s plugin.Settings) *daskv1.Dask
 	return out
 }
 
-// lineDiff shows how got differs from want, line by line ("-" only in
-// want, "+" only in got), from a longest common subsequence.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	// lcs[i][j] is the length of the longest common subsequence of w[i:] and g[j:].
-	lcs := make([][]int, len(w)+1)
-	for i := range lcs {
-		lcs[i] = make([]int, len(g)+1)
-	}
-	for i := len(w) - 1; i >= 0; i-- {
-		for j := len(g) - 1; j >= 0; j-- {
-			if w[i] == g[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
-	var b strings.Builder
-	i, j := 0, 0
-	for i < len(w) || j < len(g) {
-		switch {
-		case i < len(w) && j < len(g) && w[i] == g[j]:
-			i, j = i+1, j+1
-		case j < len(g) && (i == len(w) || lcs[i][j+1] >= lcs[i+1][j]):
-			fmt.Fprintf(&b, "+%4d %s\n", j+1, g[j])
-			j++
-		default:
-			fmt.Fprintf(&b, "-%4d %s\n", i+1, w[i])
-			i++
-		}
-	}
-	return b.String()
-}
-
 // flytePhase is one entry of <case>.flyte-phases.yaml: what Flyte's dask
 // plugin's GetTaskPhase says of the case's DaskJob with that status, in a
 // cluster without pods (the recording program set each status on the
@@ -383,25 +296,7 @@ type flytePhase struct {
 	Error  *struct {
 		Code, Kind, Message string
 	} `json:"error"`
-	Logs []flyteLog `json:"logs"`
-}
-
-type flyteLog struct {
-	Name             string `json:"name"`
-	URI              string `json:"uri"`
-	MessageFormat    string `json:"messageFormat"`
-	LinkType         string `json:"linkType"`
-	Ready            bool   `json:"ready"`
-	ShowWhilePending bool   `json:"showWhilePending"`
-	HideOnceFinished bool   `json:"hideOnceFinished"`
-	IconURI          string `json:"iconUri"`
-}
-
-// flytePhases are Flyte's names of our phases.
-var flytePhases = map[plugin.Phase]string{
-	plugin.PhaseQueued: "PhaseQueued", plugin.PhaseInitializing: "PhaseInitializing", plugin.PhaseRunning: "PhaseRunning",
-	plugin.PhaseSucceeded: "PhaseSuccess", plugin.PhaseRetryableFailure: "PhaseRetryableFailure",
-	plugin.PhasePermanentFailure: "PhasePermanentFailure",
+	Logs []plugintest.FlyteLog `json:"logs"`
 }
 
 // TestGoldenPhases: for each job status, the phase, error and log links
@@ -426,7 +321,7 @@ func TestGoldenPhases(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &Plugin{logs: logs}
-	tc := plugin.TaskContext{TaskAction: in.TaskAction, Task: tk, Attempt: 1, Settings: flyteSettings()}
+	tc := plugin.TaskContext{TaskAction: in.TaskAction, Task: tk, Attempt: 1, Settings: plugintest.FlyteSettings()}
 	job, err := p.build(tc)
 	if err != nil {
 		t.Fatal(err)
@@ -447,7 +342,7 @@ func TestGoldenPhases(t *testing.T) {
 			j := job.DeepCopy()
 			j.Status = f.Status
 			obs := ObserveJob(j)
-			if got := flytePhases[obs.Phase]; got != f.Phase {
+			if got := plugintest.FlytePhases[obs.Phase]; got != f.Phase {
 				t.Errorf("phase %s (%s), Flyte's %s", obs.Phase, got, f.Phase)
 			}
 			switch {
@@ -460,7 +355,7 @@ func TestGoldenPhases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []flyteLog
+			var got []plugintest.FlyteLog
 			for _, l := range links {
 				if l.GetLinkType() == core.TaskLog_DASHBOARD {
 					if l.GetReady() != (obs.Phase == plugin.PhaseRunning) {
@@ -468,14 +363,12 @@ func TestGoldenPhases(t *testing.T) {
 					}
 					l.Ready = false
 				}
-				got = append(got, flyteLog{Name: l.GetName(), URI: l.GetUri(), MessageFormat: l.GetMessageFormat().String(),
-					LinkType: l.GetLinkType().String(), Ready: l.GetReady(), ShowWhilePending: l.GetShowWhilePending(),
-					HideOnceFinished: l.GetHideOnceFinished(), IconURI: l.GetIconUri()})
+				got = append(got, plugintest.FlyteLogOf(l))
 			}
 			gy, _ := yaml.Marshal(got)
 			wy, _ := yaml.Marshal(f.Logs)
 			if string(gy) != string(wy) {
-				t.Errorf("links differ from Flyte's:\n%s", lineDiff(string(wy), string(gy)))
+				t.Errorf("links differ from Flyte's:\n%s", plugintest.LineDiff(string(wy), string(gy)))
 			}
 		})
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -48,7 +49,7 @@ func flyteTC(t *testing.T, tmplJSON string) plugin.TaskContext {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1, Settings: flyteSettings()}
+	return plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1, Settings: plugintest.FlyteSettings()}
 }
 
 func build(t *testing.T, tc plugin.TaskContext) (any, error) {
@@ -219,7 +220,7 @@ func TestTypedForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 2, Settings: flyteSettings()}
+	tc := plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 2, Settings: plugintest.FlyteSettings()}
 	obj, err := build(t, tc)
 	if err != nil {
 		t.Fatal(err)

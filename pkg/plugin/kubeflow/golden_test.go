@@ -21,6 +21,7 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -32,7 +33,7 @@ import (
 // 6fadb90d65af26f4db908ec1c5f5af546a3e4299 and never committed, parsed the
 // same files into Flyte's types, built the task execution context with
 // Flyte's executor (executor/pkg/plugin.NewTaskExecutionContext, its k8s
-// plugin configuration set as flyteSettings below), ran the kfoperators
+// plugin configuration set as plugintest.FlyteSettings), ran the kfoperators
 // plugin registered for the task type through Flyte's executor's
 // PluginManager.Handle over a fake client, and wrote the object its Create
 // received as YAML (sigs.k8s.io/yaml). It also printed the SHA-256 of the
@@ -52,20 +53,6 @@ var goldenSHA = map[string]string{
 	"pytorch-v0-pod":        "ad076adef3966882fe0ac1aa86e4401c039304d5a3cf632a2d386478ccba36dc",
 	"tensorflow":            "2bd10e32c2ed7ea301e2cf02e8d58f09e69d3477d3cffa60abf165401fd81796",
 	"tensorflow-v0":         "62f0ce8ed8561eb7f1ebd3f4c07bab5e50c49271ba8a0ffbd9698d1b83fc3043",
-}
-
-// flyteSettings are the pod settings of a Flyte deployment as its chart
-// configures them (the container plugin's golden pods use the same).
-func flyteSettings() plugin.Settings {
-	return plugin.Settings{
-		DefaultCPU: "1000m", DefaultMemory: "1024Mi",
-		DefaultAnnotations: map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
-		DefaultEnvVars: map[string]string{
-			"_U_EP_OVERRIDE": "flyte-binary-grpc.flyte.svc.cluster.local:8089", "_U_INSECURE": "true", "_U_USE_ACTIONS": "1",
-		},
-		InterruptibleTolerations:  []corev1.Toleration{{Key: "cloud.google.com/gke-spot", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
-		InterruptibleNodeSelector: map[string]string{"cloud.google.com/gke-spot": "true"},
-	}
 }
 
 // goldenTaskContext is the first attempt of the golden TaskAction running
@@ -101,7 +88,7 @@ func goldenTaskContext(t *testing.T, name string) plugin.TaskContext {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1, Settings: flyteSettings()}
+	return plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1, Settings: plugintest.FlyteSettings()}
 }
 
 func TestGoldenJobs(t *testing.T) {
@@ -130,13 +117,11 @@ func TestGoldenJobs(t *testing.T) {
 			}
 			path := filepath.Join("testdata", "golden", name+".yaml")
 			if *update {
-				if err := os.WriteFile(path, ours, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				plugintest.WriteFile(t, path, ours)
 			} else if want, err := os.ReadFile(path); err != nil {
 				t.Fatalf("%v (run with -update to create it)", err)
 			} else if string(want) != string(ours) {
-				t.Errorf("the job differs from %s:\n%s", path, lineDiff(string(want), string(ours)))
+				t.Errorf("the job differs from %s:\n%s", path, plugintest.LineDiff(string(want), string(ours)))
 			}
 
 			flyteYAML, err := os.ReadFile(filepath.Join("testdata", "golden", name+".flyte.yaml"))
@@ -157,7 +142,7 @@ func TestGoldenJobs(t *testing.T) {
 			}
 			got, want := canonical(t, asFlyte(obj, tc.Task)), canonical(t, flyte)
 			if got != want {
-				t.Errorf("the job, its deliberate differences undone, is not Flyte's:\n%s", lineDiff(want, got))
+				t.Errorf("the job, its deliberate differences undone, is not Flyte's:\n%s", plugintest.LineDiff(want, got))
 			}
 		})
 	}
@@ -251,28 +236,4 @@ func canonical(t *testing.T, obj client.Object) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// lineDiff lists the lines only in want (-) or only in got (+), in order.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	inW, inG := map[string]int{}, map[string]int{}
-	for _, l := range w {
-		inW[l]++
-	}
-	for _, l := range g {
-		inG[l]++
-	}
-	var b strings.Builder
-	for _, l := range w {
-		if inG[l] == 0 {
-			b.WriteString("- " + l + "\n")
-		}
-	}
-	for _, l := range g {
-		if inW[l] == 0 {
-			b.WriteString("+ " + l + "\n")
-		}
-	}
-	return b.String()
 }

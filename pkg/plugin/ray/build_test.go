@@ -18,6 +18,7 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/gen/flyteidl2/plugins"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/podsecurity"
 	"github.com/taskaction/executor/pkg/task"
 )
@@ -27,11 +28,11 @@ import (
 func rayTask(t *testing.T, job *plugins.RayJob, edit func(*core.TaskTemplate)) *flytev1.TaskAction {
 	t.Helper()
 	tmpl := &core.TaskTemplate{
-		Id: taskID("wf.ray"), Type: "ray",
+		Id: plugintest.TaskID("wf.ray"), Type: "ray",
 		Target: &core.TaskTemplate_Container{Container: &core.Container{Image: rayImage, Args: []string{"a0", "--inputs", "{{.input}}"}}},
 	}
 	if job != nil {
-		tmpl.Custom = custom(t, job)
+		tmpl.Custom = plugintest.Custom(t, job)
 	}
 	if edit != nil {
 		edit(tmpl)
@@ -184,7 +185,7 @@ func TestRuntimeEnv(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			job, err := build(t, rayTask(t, tc.job, nil), DefaultConfig())
 			if tc.badSpec {
-				wantBadSpec(t, err, "runtime_env")
+				plugintest.WantUserFailure(t, err, CodeBadTaskSpecification, "runtime_env")
 				return
 			}
 			if err != nil {
@@ -197,20 +198,9 @@ func TestRuntimeEnv(t *testing.T) {
 	}
 }
 
-func wantBadSpec(t *testing.T, err error, mention string) {
-	t.Helper()
-	var le *plugin.LaunchError
-	if !errors.As(err, &le) || le.Err.Code != CodeBadTaskSpecification || le.Err.Kind != flytev1.ErrorKindUser || le.Retryable {
-		t.Fatalf("error = %v, want a permanent USER %s", err, CodeBadTaskSpecification)
-	}
-	if !strings.Contains(le.Err.Message, mention) {
-		t.Errorf("message %q does not mention %q", le.Err.Message, mention)
-	}
-}
-
 func TestBadTaskSpecification(t *testing.T) {
 	notAJob := &structpb.Struct{Fields: map[string]*structpb.Value{"rayCluster": structpb.NewStringValue("big")}}
-	badOverlay := podSpecStruct(t, map[string]any{"containers": []any{map[string]any{"name": "ray-head", "colour": "blue"}}})
+	badOverlay := plugintest.Struct(t, map[string]any{"containers": []any{map[string]any{"name": "ray-head", "colour": "blue"}}})
 	cases := []struct {
 		name    string
 		edit    func(*core.TaskTemplate)
@@ -221,14 +211,14 @@ func TestBadTaskSpecification(t *testing.T) {
 		{name: "custom not a RayJob", edit: func(tm *core.TaskTemplate) { tm.Custom = notAJob }, mention: "flyteidl2.plugins.RayJob"},
 		{name: "group pod spec with an unknown field", job: cluster(&plugins.HeadGroupSpec{K8SPod: &core.K8SPod{PodSpec: badOverlay}}), mention: "colour"},
 		{name: "bad autoscaler quantity", job: &plugins.RayJob{RayCluster: &plugins.RayCluster{AutoscalerOptions: &plugins.AutoscalerOptions{
-			Resources: &core.Resources{Limits: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "1e999999")}}}}}, mention: "autoscaler_options"},
+			Resources: &core.Resources{Limits: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "1e999999")}}}}}, mention: "autoscaler_options"},
 		{name: "bad group shared memory", job: cluster(nil, &plugins.WorkerGroupSpec{GroupName: "w", ExtendedResources: &core.ExtendedResources{
 			SharedMemory: &core.SharedMemory{MountName: "shm", MountPath: "/dev/shm", SizeLimit: "lots"}}}), mention: "size_limit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := build(t, rayTask(t, tc.job, tc.edit), DefaultConfig())
-			wantBadSpec(t, err, tc.mention)
+			plugintest.WantUserFailure(t, err, CodeBadTaskSpecification, tc.mention)
 		})
 	}
 }
@@ -262,7 +252,7 @@ func TestTypedForm(t *testing.T) {
 		t.Errorf("without %s: %d worker groups, want none", ConfigKey, len(headOnly.Spec.RayClusterSpec.WorkerGroupSpecs))
 	}
 	_, err := build(t, typed(map[string]string{ConfigKey: `{"rayClustr": {}}`}), DefaultConfig())
-	wantBadSpec(t, err, "spec.template.config.rayJob")
+	plugintest.WantUserFailure(t, err, CodeBadTaskSpecification, "spec.template.config.rayJob")
 }
 
 func TestServiceAccount(t *testing.T) {
@@ -337,7 +327,7 @@ func TestLogsSidecar(t *testing.T) {
 	// A head that mounts its own volume at /tmp/ray shares that one.
 	podTask := rayTask(t, cluster(nil), func(tm *core.TaskTemplate) {
 		tm.Config = map[string]string{"primary_container_name": "main"}
-		tm.Target = &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{PodSpec: podSpecStruct(t, map[string]any{
+		tm.Target = &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{PodSpec: plugintest.Struct(t, map[string]any{
 			"containers": []any{map[string]any{"name": "main", "image": rayImage, "volumeMounts": []any{map[string]any{"name": "logs", "mountPath": "/tmp/ray"}}}},
 			"volumes":    []any{map[string]any{"name": "logs", "emptyDir": map[string]any{}}},
 		})}}
@@ -387,7 +377,7 @@ func TestPodSecurity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	privileged := podSpecStruct(t, map[string]any{"containers": []any{map[string]any{"name": "ray-worker", "securityContext": map[string]any{"privileged": true}}}})
+	privileged := plugintest.Struct(t, map[string]any{"containers": []any{map[string]any{"name": "ray-worker", "securityContext": map[string]any{"privileged": true}}}})
 	ta := rayTask(t, cluster(nil, &plugins.WorkerGroupSpec{GroupName: "w", Replicas: 1, K8SPod: &core.K8SPod{PodSpec: privileged}}), nil)
 	tk, err := task.FromTaskAction(ta)
 	if err != nil {
@@ -414,7 +404,7 @@ func TestPodSecurity(t *testing.T) {
 func TestRayContainerFirst(t *testing.T) {
 	ta := rayTask(t, cluster(nil, &plugins.WorkerGroupSpec{GroupName: "w", Replicas: 1}), func(tm *core.TaskTemplate) {
 		tm.Config = map[string]string{"primary_container_name": "main"}
-		tm.Target = &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{PodSpec: podSpecStruct(t, map[string]any{"containers": []any{
+		tm.Target = &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{PodSpec: plugintest.Struct(t, map[string]any{"containers": []any{
 			map[string]any{"name": "a", "image": "busybox"}, map[string]any{"name": "b", "image": "busybox"},
 			map[string]any{"name": "main", "image": rayImage, "args": []any{"x"}}}})}}
 	})
@@ -444,7 +434,7 @@ func TestRayContainerFirst(t *testing.T) {
 // GPU its pod spec asks for, is placed on that accelerator; the head, which
 // asks for none, is not.
 func TestGroupAccelerator(t *testing.T) {
-	gpuPod := podSpecStruct(t, map[string]any{"containers": []any{map[string]any{"name": "ray-worker",
+	gpuPod := plugintest.Struct(t, map[string]any{"containers": []any{map[string]any{"name": "ray-worker",
 		"resources": map[string]any{"limits": map[string]any{"nvidia.com/gpu": "2"}}}}})
 	ta := rayTask(t, cluster(nil, &plugins.WorkerGroupSpec{GroupName: "gpu", Replicas: 1, K8SPod: &core.K8SPod{PodSpec: gpuPod},
 		ExtendedResources: &core.ExtendedResources{GpuAccelerator: &core.GPUAccelerator{Device: "T4"}}}), nil)
@@ -465,7 +455,7 @@ func TestGroupAccelerator(t *testing.T) {
 // TestInterruptibleAfterOverlay: a group's own node selector terms get the
 // interruptible requirement too.
 func TestInterruptibleAfterOverlay(t *testing.T) {
-	overlay := podSpecStruct(t, map[string]any{"affinity": map[string]any{"nodeAffinity": map[string]any{
+	overlay := plugintest.Struct(t, map[string]any{"affinity": map[string]any{"nodeAffinity": map[string]any{
 		"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{
 			map[string]any{"matchExpressions": []any{map[string]any{"key": "zone", "operator": "In", "values": []any{"a"}}}}}}}}})
 	ta := rayTask(t, cluster(&plugins.HeadGroupSpec{K8SPod: &core.K8SPod{PodSpec: overlay}}), nil)
@@ -495,7 +485,7 @@ func TestInterruptibleAfterOverlay(t *testing.T) {
 func TestAutoscalerOptions(t *testing.T) {
 	job := mustBuild(t, rayTask(t, &plugins.RayJob{RayCluster: &plugins.RayCluster{EnableAutoscaling: true,
 		AutoscalerOptions: &plugins.AutoscalerOptions{UpscalingMode: plugins.AutoscalerOptions_UPSCALING_MODE_CONSERVATIVE,
-			Resources: &core.Resources{Limits: []*core.Resources_ResourceEntry{res(core.Resources_GPU, "1"), res(core.Resources_CPU, "0")}}}}}, nil), DefaultConfig())
+			Resources: &core.Resources{Limits: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_GPU, "1"), plugintest.Res(core.Resources_CPU, "0")}}}}}, nil), DefaultConfig())
 	o := job.Spec.RayClusterSpec.AutoscalerOptions
 	if o == nil || *o.UpscalingMode != "Conservative" || o.IdleTimeoutSeconds != nil || o.Image != nil || o.Env != nil {
 		t.Fatalf("options = %+v", o)

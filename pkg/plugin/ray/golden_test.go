@@ -14,9 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -27,6 +25,7 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/gen/flyteidl2/plugins"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -49,18 +48,12 @@ import (
 var goldenInputs = flag.String("golden-inputs", "", "write each golden case's TaskAction, as JSON, into this directory")
 
 // flyteSettings are the executor settings of a Flyte deployment as its chart
-// configures plugins.k8s, with a default toleration.
+// configures plugins.k8s (plugintest.FlyteSettings), with a default
+// toleration.
 func flyteSettings() plugin.Settings {
-	return plugin.Settings{
-		DefaultCPU: "1000m", DefaultMemory: "1024Mi",
-		DefaultAnnotations: map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
-		DefaultEnvVars: map[string]string{
-			"_U_EP_OVERRIDE": "flyte-binary-grpc.flyte.svc.cluster.local:8089", "_U_INSECURE": "true", "_U_USE_ACTIONS": "1",
-		},
-		DefaultTolerations:        []corev1.Toleration{{Key: "flyte.org/node-role", Operator: corev1.TolerationOpEqual, Value: "worker", Effect: corev1.TaintEffectNoSchedule}},
-		InterruptibleTolerations:  []corev1.Toleration{{Key: "cloud.google.com/gke-spot", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
-		InterruptibleNodeSelector: map[string]string{"cloud.google.com/gke-spot": "true"},
-	}
+	s := plugintest.FlyteSettings()
+	s.DefaultTolerations = []corev1.Toleration{{Key: "flyte.org/node-role", Operator: corev1.TolerationOpEqual, Value: "worker", Effect: corev1.TaintEffectNoSchedule}}
+	return s
 }
 
 // flyteTaskAction is a TaskAction as Flyte's actions service applies it: its
@@ -99,47 +92,6 @@ func flyteTaskAction(t *testing.T, run, action, parent string, tmpl *core.TaskTe
 	return ta
 }
 
-// sdkArgs are the arguments flyte-sdk gives its runtime.
-func sdkArgs() []string {
-	return []string{"a0", "--inputs", "{{.input}}", "--outputs-path", "{{.outputPrefix}}", "--version", "v1",
-		"--raw-data-path", "{{.rawOutputDataPrefix}}", "--checkpoint-path", "{{.checkpointOutputPrefix}}",
-		"--prev-checkpoint", "{{.prevCheckpointPrefix}}", "--run-name", "{{.runName}}", "--name", "{{.actionName}}",
-		"--tgz", "s3://flyte-data/code/abc.tgz", "--dest", ".", "--resolver", "flyte._internal.resolvers.default.DefaultTaskResolver",
-		"mod", "main", "instance", "train"}
-}
-
-func taskID(name string) *core.Identifier {
-	return &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "flytesnacks", Domain: "development", Name: name, Version: "v1"}
-}
-
-func res(n core.Resources_ResourceName, v string) *core.Resources_ResourceEntry {
-	return &core.Resources_ResourceEntry{Name: n, Value: v}
-}
-
-// custom is job as a template's custom part, as flytekit writes it (the
-// message's JSON form as a Struct).
-func custom(t *testing.T, job *plugins.RayJob) *structpb.Struct {
-	t.Helper()
-	b, err := protojson.Marshal(job)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &structpb.Struct{}
-	if err := protojson.Unmarshal(b, s); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func podSpecStruct(t *testing.T, spec map[string]any) *structpb.Struct {
-	t.Helper()
-	s, err := structpb.NewStruct(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 const rayImage = "ghcr.io/flyteorg/ray:py3.12-2.44"
 
 type goldenCase struct {
@@ -152,18 +104,18 @@ func goldenCases() []goldenCase {
 	return []goldenCase{
 		{name: "workers", attempt: 1, ta: func(t *testing.T) *flytev1.TaskAction {
 			return flyteTaskAction(t, "rk7x2m9q4t", "a0", "", &core.TaskTemplate{
-				Id: taskID("wf.train"), Type: "ray",
+				Id: plugintest.TaskID("wf.train"), Type: "ray",
 				Metadata: &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: 1},
 					Runtime: &core.RuntimeMetadata{Type: core.RuntimeMetadata_FLYTE_SDK, Version: "2.0.0"}},
 				Target: &core.TaskTemplate_Container{Container: &core.Container{
-					Image: rayImage, Args: sdkArgs(),
+					Image: rayImage, Args: plugintest.SDKArgs("train"),
 					Env: []*core.KeyValuePair{{Key: "PYTHONUNBUFFERED", Value: "1"}},
 					Resources: &core.Resources{
-						Requests: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "2"), res(core.Resources_MEMORY, "4Gi")},
-						Limits:   []*core.Resources_ResourceEntry{res(core.Resources_MEMORY, "8Gi")},
+						Requests: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "2"), plugintest.Res(core.Resources_MEMORY, "4Gi")},
+						Limits:   []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_MEMORY, "8Gi")},
 					},
 				}},
-				Custom: custom(t, &plugins.RayJob{
+				Custom: plugintest.Custom(t, &plugins.RayJob{
 					RayCluster: &plugins.RayCluster{
 						HeadGroupSpec: &plugins.HeadGroupSpec{RayStartParams: map[string]string{"num-cpus": "0"}},
 						WorkerGroupSpec: []*plugins.WorkerGroupSpec{{GroupName: "workers", Replicas: 2, MinReplicas: 1, MaxReplicas: 4,
@@ -177,15 +129,15 @@ func goldenCases() []goldenCase {
 		{name: "defaults", attempt: 2, ta: func(t *testing.T) *flytev1.TaskAction {
 			runtimeEnv := base64.StdEncoding.EncodeToString([]byte(`{"pip":["pandas==2.2.3"],"env_vars":{"STAGE":"dev"}}`))
 			ta := flyteTaskAction(t, "rk7x2m9q4t", "n3", "a0", &core.TaskTemplate{
-				Id: taskID("wf.prepare"), Type: "ray",
+				Id: plugintest.TaskID("wf.prepare"), Type: "ray",
 				Metadata: &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: 2},
 					InterruptibleValue: &core.TaskMetadata_Interruptible{Interruptible: true}},
-				Target: &core.TaskTemplate_Container{Container: &core.Container{Image: rayImage, Args: sdkArgs()}},
+				Target: &core.TaskTemplate_Container{Container: &core.Container{Image: rayImage, Args: plugintest.SDKArgs("train")}},
 				SecurityContext: &core.SecurityContext{
 					RunAs:   &core.Identity{K8SServiceAccount: "ray-runner"},
 					Secrets: []*core.Secret{{Group: "aws", Key: "access-key", MountRequirement: core.Secret_ENV_VAR}},
 				},
-				Custom: custom(t, &plugins.RayJob{
+				Custom: plugintest.Custom(t, &plugins.RayJob{
 					RayCluster: &plugins.RayCluster{
 						HeadGroupSpec:   &plugins.HeadGroupSpec{},
 						WorkerGroupSpec: []*plugins.WorkerGroupSpec{{GroupName: "default", Replicas: 1}},
@@ -200,16 +152,16 @@ func goldenCases() []goldenCase {
 		}},
 		{name: "group-pods", attempt: 1, ta: func(t *testing.T) *flytev1.TaskAction {
 			return flyteTaskAction(t, "rk7x2m9q4t", "n4", "a0", &core.TaskTemplate{
-				Id: taskID("wf.tune"), Type: "ray",
-				Target: &core.TaskTemplate_Container{Container: &core.Container{Image: rayImage, Args: sdkArgs(),
-					Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "1"), res(core.Resources_MEMORY, "2Gi")}}}},
+				Id: plugintest.TaskID("wf.tune"), Type: "ray",
+				Target: &core.TaskTemplate_Container{Container: &core.Container{Image: rayImage, Args: plugintest.SDKArgs("train"),
+					Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "1"), plugintest.Res(core.Resources_MEMORY, "2Gi")}}}},
 				ExtendedResources: &core.ExtendedResources{SharedMemory: &core.SharedMemory{MountPath: "/dev/shm", MountName: "shm"}},
-				Custom: custom(t, &plugins.RayJob{
+				Custom: plugintest.Custom(t, &plugins.RayJob{
 					RayCluster: &plugins.RayCluster{
 						HeadGroupSpec: &plugins.HeadGroupSpec{
 							K8SPod: &core.K8SPod{
 								Metadata: &core.K8SObjectMetadata{Labels: map[string]string{"team": "ml"}, Annotations: map[string]string{"note": "head"}},
-								PodSpec: podSpecStruct(t, map[string]any{
+								PodSpec: plugintest.Struct(t, map[string]any{
 									"containers": []any{map[string]any{"name": "ray-head", "resources": map[string]any{
 										"requests": map[string]any{"cpu": "4", "memory": "16Gi"}, "limits": map[string]any{"cpu": "4", "memory": "16Gi"}}}},
 									"tolerations": []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "ray", "effect": "NoSchedule"}},
@@ -220,7 +172,7 @@ func goldenCases() []goldenCase {
 							GroupName: "gpu", Replicas: 2, MinReplicas: 3, MaxReplicas: 1,
 							ExtendedResources: &core.ExtendedResources{GpuAccelerator: &core.GPUAccelerator{Device: "A100",
 								PartitionSizeValue: &core.GPUAccelerator_PartitionSize{PartitionSize: "1g.5gb"}}},
-							K8SPod: &core.K8SPod{PodSpec: podSpecStruct(t, map[string]any{
+							K8SPod: &core.K8SPod{PodSpec: plugintest.Struct(t, map[string]any{
 								"containers":   []any{map[string]any{"name": "ray-worker", "resources": map[string]any{"limits": map[string]any{"nvidia.com/gpu": "1"}}}},
 								"nodeSelector": map[string]any{"pool": "gpu"},
 							})},
@@ -229,7 +181,7 @@ func goldenCases() []goldenCase {
 						AutoscalerOptions: &plugins.AutoscalerOptions{
 							UpscalingMode: plugins.AutoscalerOptions_UPSCALING_MODE_AGGRESSIVE, IdleTimeoutSeconds: 120,
 							Image:     "rayproject/ray:2.44.0",
-							Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "500m"), res(core.Resources_MEMORY, "512Mi")}},
+							Resources: &core.Resources{Requests: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "500m"), plugintest.Res(core.Resources_MEMORY, "512Mi")}},
 							Env:       []*core.KeyValuePair{{Key: "RAY_LOG_LEVEL", Value: "debug"}},
 						},
 					},
@@ -238,18 +190,18 @@ func goldenCases() []goldenCase {
 		}},
 		{name: "pod-target", attempt: 1, ta: func(t *testing.T) *flytev1.TaskAction {
 			return flyteTaskAction(t, "rk7x2m9q4t", "train-model-with-a-long-descriptive-name", "a0", &core.TaskTemplate{
-				Id: taskID("wf.serve"), Type: "ray", Config: map[string]string{"primary_container_name": "main"},
+				Id: plugintest.TaskID("wf.serve"), Type: "ray", Config: map[string]string{"primary_container_name": "main"},
 				Target: &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{
 					Metadata: &core.K8SObjectMetadata{Labels: map[string]string{"app": "serve"}},
-					PodSpec: podSpecStruct(t, map[string]any{
+					PodSpec: plugintest.Struct(t, map[string]any{
 						"containers": []any{
 							map[string]any{"name": "log-shipper", "image": "fluent/fluent-bit:3.0",
 								"resources": map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "64Mi"}}},
-							map[string]any{"name": "main", "image": rayImage, "args": toAny(sdkArgs())},
+							map[string]any{"name": "main", "image": rayImage, "args": toAny(plugintest.SDKArgs("train"))},
 						},
 					}),
 				}},
-				Custom: custom(t, &plugins.RayJob{
+				Custom: plugintest.Custom(t, &plugins.RayJob{
 					RayCluster: &plugins.RayCluster{HeadGroupSpec: &plugins.HeadGroupSpec{RayStartParams: map[string]string{"dashboard-host": "127.0.0.1"}}},
 				}),
 			})
@@ -317,7 +269,7 @@ func TestGoldenRayJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			if string(got) != string(want) {
-				t.Errorf("the RayJob differs from Flyte's (%s) beyond the listed differences:\n%s", path, lineDiff(string(want), string(got)))
+				t.Errorf("the RayJob differs from Flyte's (%s) beyond the listed differences:\n%s", path, plugintest.LineDiff(string(want), string(got)))
 			}
 		})
 	}
@@ -435,39 +387,4 @@ func orderLike(env, like []corev1.EnvVar) {
 	for k, i := range pos {
 		env[i] = vars[k]
 	}
-}
-
-// lineDiff is an ordered diff of want and got by lines: "-" only in want,
-// "+" only in got, with the line numbers of want.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	// lcs[i][j] is the longest common subsequence of w[i:] and g[j:].
-	lcs := make([][]int, len(w)+1)
-	for i := range lcs {
-		lcs[i] = make([]int, len(g)+1)
-	}
-	for i := len(w) - 1; i >= 0; i-- {
-		for j := len(g) - 1; j >= 0; j-- {
-			if w[i] == g[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
-	var b strings.Builder
-	i, j := 0, 0
-	for i < len(w) || j < len(g) {
-		switch {
-		case i < len(w) && j < len(g) && w[i] == g[j]:
-			i, j = i+1, j+1
-		case j < len(g) && (i == len(w) || lcs[i][j+1] >= lcs[i+1][j]):
-			fmt.Fprintf(&b, "%4d + %s\n", i+1, g[j])
-			j++
-		default:
-			fmt.Fprintf(&b, "%4d - %s\n", i+1, w[i])
-			i++
-		}
-	}
-	return b.String()
 }

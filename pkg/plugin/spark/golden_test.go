@@ -4,21 +4,19 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/structpb"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -63,18 +61,11 @@ var update = flag.Bool("update", false, "rewrite the TaskAction inputs under tes
 var goldenStart = time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
 
 // goldenSettings are the pod settings of a Flyte deployment as its chart
-// configures them, with a default label.
+// configures them (plugintest.FlyteSettings), with a default label.
 func goldenSettings() plugin.Settings {
-	return plugin.Settings{
-		DefaultCPU: "1000m", DefaultMemory: "1024Mi",
-		DefaultAnnotations: map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
-		DefaultLabels:      map[string]string{"platform": "flyte"},
-		DefaultEnvVars: map[string]string{
-			"_U_EP_OVERRIDE": "flyte-binary-grpc.flyte.svc.cluster.local:8089", "_U_INSECURE": "true", "_U_USE_ACTIONS": "1",
-		},
-		InterruptibleTolerations:  []corev1.Toleration{{Key: "cloud.google.com/gke-spot", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
-		InterruptibleNodeSelector: map[string]string{"cloud.google.com/gke-spot": "true"},
-	}
+	s := plugintest.FlyteSettings()
+	s.DefaultLabels = map[string]string{"platform": "flyte"}
+	return s
 }
 
 // goldenConfig is a plugins.spark section like Flyte's chart's.
@@ -137,23 +128,6 @@ func goldenTaskAction(t *testing.T, run, action, parent string, attempt uint32, 
 	return ta
 }
 
-func taskID(name string) *core.Identifier {
-	return &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "flytesnacks", Domain: "development", Name: name, Version: "v1"}
-}
-
-func res(n core.Resources_ResourceName, v string) *core.Resources_ResourceEntry {
-	return &core.Resources_ResourceEntry{Name: n, Value: v}
-}
-
-func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
-	t.Helper()
-	s, err := structpb.NewStruct(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // pyflyteArgs are the arguments flytekit gives a Spark task's driver.
 func pyflyteArgs() []string {
 	return []string{"pyflyte-fast-execute", "--additional-distribution", "s3://flyte-data/code/abc.tar.gz", "--dest-dir", ".", "--",
@@ -172,18 +146,18 @@ func goldenCases() []goldenCase {
 	return []goldenCase{
 		{name: "pyspark", podTemplates: true, ta: func(t *testing.T) *flytev1.TaskAction {
 			return goldenTaskAction(t, "rspark1", "a0", "", 1, &core.TaskTemplate{
-				Id: taskID("wf.spark.hello_spark"), Type: "spark",
+				Id: plugintest.TaskID("wf.spark.hello_spark"), Type: "spark",
 				Metadata: &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: 2}, Timeout: durationpb.New(3600e9),
 					Runtime: &core.RuntimeMetadata{Type: core.RuntimeMetadata_FLYTE_SDK, Version: "1.16.0", Flavor: "python"}},
 				Target: &core.TaskTemplate_Container{Container: &core.Container{
 					Image: "ghcr.io/flyteorg/flytecookbook:k8s_spark-v1", Args: pyflyteArgs(),
 					Env: []*core.KeyValuePair{{Key: "PYTHONUNBUFFERED", Value: "1"}},
 					Resources: &core.Resources{
-						Requests: []*core.Resources_ResourceEntry{res(core.Resources_CPU, "1"), res(core.Resources_MEMORY, "2Gi")},
-						Limits:   []*core.Resources_ResourceEntry{res(core.Resources_MEMORY, "4Gi")},
+						Requests: []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_CPU, "1"), plugintest.Res(core.Resources_MEMORY, "2Gi")},
+						Limits:   []*core.Resources_ResourceEntry{plugintest.Res(core.Resources_MEMORY, "4Gi")},
 					},
 				}},
-				Custom: mustStruct(t, map[string]any{
+				Custom: plugintest.Struct(t, map[string]any{
 					"applicationType":     "PYTHON",
 					"mainApplicationFile": "local:///usr/local/bin/entrypoint.py",
 					"executorPath":        "/usr/bin/python3",
@@ -210,7 +184,7 @@ func goldenCases() []goldenCase {
 				"enableServiceLinks": true,
 			}
 			ta := goldenTaskAction(t, "rspark2", "n1", "a0", 2, &core.TaskTemplate{
-				Id: taskID("wf.spark.etl"), Type: "spark",
+				Id: plugintest.TaskID("wf.spark.etl"), Type: "spark",
 				Metadata: &core.TaskMetadata{Retries: &core.RetryStrategy{Retries: 1},
 					InterruptibleValue: &core.TaskMetadata_Interruptible{Interruptible: true}},
 				Target: &core.TaskTemplate_Container{Container: &core.Container{
@@ -220,7 +194,7 @@ func goldenCases() []goldenCase {
 					RunAs:   &core.Identity{K8SServiceAccount: "spark-runner"},
 					Secrets: []*core.Secret{{Group: "aws", Key: "access-key", MountRequirement: core.Secret_ENV_VAR}},
 				},
-				Custom: mustStruct(t, map[string]any{
+				Custom: plugintest.Struct(t, map[string]any{
 					"applicationType":     "JAVA",
 					"mainClass":           "com.acme.etl.Main",
 					"mainApplicationFile": "local:///opt/etl.jar",
@@ -249,10 +223,10 @@ func goldenCases() []goldenCase {
 				"priorityClassName": "batch",
 			}
 			return goldenTaskAction(t, "rspark3", "a0", "", 1, &core.TaskTemplate{
-				Id: taskID("wf.spark.pod"), Type: "spark", Config: map[string]string{"primary_container_name": "main"},
-				Target: &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{PodSpec: mustStruct(t, podSpec),
+				Id: plugintest.TaskID("wf.spark.pod"), Type: "spark", Config: map[string]string{"primary_container_name": "main"},
+				Target: &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{PodSpec: plugintest.Struct(t, podSpec),
 					Metadata: &core.K8SObjectMetadata{Labels: map[string]string{"app": "spark"}}}},
-				Custom: mustStruct(t, map[string]any{
+				Custom: plugintest.Struct(t, map[string]any{
 					"applicationType":     "R",
 					"mainApplicationFile": "local:///app/main.R",
 					"sparkConf":           map[string]any{"spark.executor.instances": "0", "spark.driver.memory": ""},
@@ -272,12 +246,7 @@ func TestGoldenApplications(t *testing.T) {
 			}
 			inPath := filepath.Join("testdata", "golden", gc.name+".taskaction.yaml")
 			if *update {
-				if err := os.MkdirAll(filepath.Dir(inPath), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(inPath, in, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				plugintest.WriteFile(t, inPath, in)
 			} else if want, err := os.ReadFile(inPath); err != nil || string(want) != string(in) {
 				t.Fatalf("the case's TaskAction differs from %s, which Flyte's plugin was given (%v): run with -update and record Flyte's output again", inPath, err)
 			}
@@ -303,7 +272,7 @@ func TestGoldenApplications(t *testing.T) {
 				t.Fatalf("%v (Flyte's output for this case must be recorded)", err)
 			}
 			if string(got) != string(want) {
-				t.Errorf("the SparkApplication differs from Flyte's, %s:\n%s", path, lineDiff(string(want), string(got)))
+				t.Errorf("the SparkApplication differs from Flyte's, %s:\n%s", path, plugintest.LineDiff(string(want), string(got)))
 			}
 		})
 	}
@@ -319,28 +288,4 @@ func flyteView(app *sparkv1beta2.SparkApplication) *sparkv1beta2.SparkApplicatio
 		out.OwnerReferences[i].BlockOwnerDeletion = nil
 	}
 	return out
-}
-
-// lineDiff lists the lines only in want (-) or only in got (+), in order.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	inW, inG := map[string]int{}, map[string]int{}
-	for _, l := range w {
-		inW[l]++
-	}
-	for _, l := range g {
-		inG[l]++
-	}
-	var b strings.Builder
-	for _, l := range w {
-		if inG[l] == 0 {
-			b.WriteString("- " + l + "\n")
-		}
-	}
-	for _, l := range g {
-		if inW[l] == 0 {
-			b.WriteString("+ " + l + "\n")
-		}
-	}
-	return b.String()
 }

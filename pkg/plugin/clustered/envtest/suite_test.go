@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -17,6 +15,7 @@ import (
 	"github.com/taskaction/executor/internal/enginetest"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin/clustered"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 )
 
 var (
@@ -45,18 +44,10 @@ func configure(c *config.Config) {
 // clustered task (two nodes of two processes, restarts as given).
 func trainAction(t *testing.T, ns, name string, retries uint32, timeout time.Duration, restarts int32) *flytev1.TaskAction {
 	t.Helper()
-	b, err := protojson.Marshal(&plugins.ClusteredTaskSpec{Replicas: 2, NprocPerNode: 2,
-		FailurePolicy: &plugins.ClusterFailurePolicy{MaxRestarts: restarts}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	custom := &structpb.Struct{}
-	if err := protojson.Unmarshal(b, custom); err != nil {
-		t.Fatal(err)
-	}
 	return enginetest.FlyteAction(t, ns, name, retries, timeout, &core.TaskTemplate{
 		Id:   &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "proj", Domain: "dev", Name: "train.ddp", Version: "v1"},
-		Type: clustered.ID, Custom: custom,
+		Type: clustered.ID, Custom: plugintest.Custom(t, &plugins.ClusteredTaskSpec{Replicas: 2, NprocPerNode: 2,
+			FailurePolicy: &plugins.ClusterFailurePolicy{MaxRestarts: restarts}}),
 		Target: &core.TaskTemplate_Container{Container: &core.Container{
 			Image:   "ghcr.io/flyteorg/torch:v1",
 			Command: []string{"python", "-m", "flyte.distributed._entrypoint"},

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/taskaction/executor/internal/enginetest"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin/dask"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 )
 
 var (
@@ -52,17 +51,9 @@ func configure(c *config.Config) {
 // dask task (two workers).
 func daskAction(t *testing.T, ns, name string, retries uint32, timeout time.Duration) *flytev1.TaskAction {
 	t.Helper()
-	b, err := protojson.Marshal(&plugins.DaskJob{Workers: &plugins.DaskWorkerGroup{NumberOfWorkers: 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	custom := &structpb.Struct{}
-	if err := protojson.Unmarshal(b, custom); err != nil {
-		t.Fatal(err)
-	}
 	return enginetest.FlyteAction(t, ns, name, retries, timeout, &core.TaskTemplate{
 		Id:   &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "proj", Domain: "dev", Name: "wf.dask_sum", Version: "v1"},
-		Type: dask.ID, Custom: custom,
+		Type: dask.ID, Custom: plugintest.Custom(t, &plugins.DaskJob{Workers: &plugins.DaskWorkerGroup{NumberOfWorkers: 2}}),
 		Target: &core.TaskTemplate_Container{Container: &core.Container{
 			Image: "ghcr.io/flyteorg/dask:v1",
 			Args:  []string{"a0", "--inputs", "{{.input}}", "--outputs-path", "{{.outputPrefix}}"},

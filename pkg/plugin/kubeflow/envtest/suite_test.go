@@ -6,7 +6,6 @@ import (
 	"time"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
-	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/taskaction/executor/internal/enginetest"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin/kubeflow"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 )
 
 var (
@@ -48,17 +48,14 @@ func configure(c *config.Config) {
 // pytorch task (task type version 1, one master and two workers).
 func pytorchAction(t *testing.T, ns, name string, retries uint32, timeout time.Duration) *flytev1.TaskAction {
 	t.Helper()
-	custom, err := structpb.NewStruct(map[string]any{
-		"masterReplicas": map[string]any{"common": map[string]any{"replicas": 1}},
-		"workerReplicas": map[string]any{"common": map[string]any{"replicas": 2}},
-		"runPolicy":      map[string]any{"cleanPodPolicy": "CLEANPOD_POLICY_RUNNING"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return enginetest.FlyteAction(t, ns, name, retries, timeout, &core.TaskTemplate{
 		Id:   &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "proj", Domain: "dev", Name: "train.ddp", Version: "v1"},
-		Type: kubeflow.PyTorch, TaskTypeVersion: 1, Custom: custom,
+		Type: kubeflow.PyTorch, TaskTypeVersion: 1,
+		Custom: plugintest.Struct(t, map[string]any{
+			"masterReplicas": map[string]any{"common": map[string]any{"replicas": 1}},
+			"workerReplicas": map[string]any{"common": map[string]any{"replicas": 2}},
+			"runPolicy":      map[string]any{"cleanPodPolicy": "CLEANPOD_POLICY_RUNNING"},
+		}),
 		Target: &core.TaskTemplate_Container{Container: &core.Container{
 			Image: "ghcr.io/flyteorg/torch:v1",
 			Args:  []string{"a0", "--inputs", "{{.input}}", "--outputs-path", "{{.outputPrefix}}"},

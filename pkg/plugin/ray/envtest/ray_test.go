@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +21,7 @@ import (
 	"github.com/taskaction/executor/pkg/controller"
 	"github.com/taskaction/executor/pkg/events"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/plugin/ray"
 	"github.com/taskaction/executor/pkg/storage"
 	"github.com/taskaction/executor/pkg/task"
@@ -252,21 +251,14 @@ func TestTimeout(t *testing.T) {
 // KubeRay's CRD, its schema and CEL rules (a server-side dry run).
 func TestRayJobsAdmitted(t *testing.T) {
 	ns := suite.Namespace(t)
-	podSpec := func(m map[string]any) *structpb.Struct {
-		s, err := structpb.NewStruct(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	full := &plugins.RayJob{
 		RayCluster: &plugins.RayCluster{
-			HeadGroupSpec: &plugins.HeadGroupSpec{K8SPod: &core.K8SPod{PodSpec: podSpec(map[string]any{
+			HeadGroupSpec: &plugins.HeadGroupSpec{K8SPod: &core.K8SPod{PodSpec: plugintest.Struct(t, map[string]any{
 				"containers": []any{map[string]any{"name": "ray-head", "resources": map[string]any{"requests": map[string]any{"cpu": "2"}}}}})}},
 			WorkerGroupSpec: []*plugins.WorkerGroupSpec{
 				{GroupName: "cpu", Replicas: 2, MinReplicas: 1, MaxReplicas: 5},
 				{GroupName: "gpu", Replicas: 1, ExtendedResources: &core.ExtendedResources{GpuAccelerator: &core.GPUAccelerator{Device: "A100"}},
-					K8SPod: &core.K8SPod{PodSpec: podSpec(map[string]any{"containers": []any{map[string]any{"name": "ray-worker",
+					K8SPod: &core.K8SPod{PodSpec: plugintest.Struct(t, map[string]any{"containers": []any{map[string]any{"name": "ray-worker",
 						"resources": map[string]any{"limits": map[string]any{"nvidia.com/gpu": "1"}}}}})}},
 			},
 			EnableAutoscaling: true,
@@ -281,25 +273,20 @@ func TestRayJobsAdmitted(t *testing.T) {
 		if err := proto.Unmarshal(ta.Spec.TaskTemplate, tmpl); err != nil {
 			t.Fatal(err)
 		}
-		b, err := protojson.Marshal(job)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl.Custom = &structpb.Struct{}
-		if err := protojson.Unmarshal(b, tmpl.Custom); err != nil {
-			t.Fatal(err)
-		}
+		tmpl.Custom = plugintest.Custom(t, job)
 		if edit != nil {
 			edit(tmpl)
 		}
-		if ta.Spec.TaskTemplate, err = proto.Marshal(tmpl); err != nil {
+		b, err := proto.Marshal(tmpl)
+		if err != nil {
 			t.Fatal(err)
 		}
+		ta.Spec.TaskTemplate = b
 		return ta
 	}
 	podTarget := func(tm *core.TaskTemplate) {
 		tm.Config = map[string]string{"primary_container_name": "main"}
-		tm.Target = &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{PodSpec: podSpec(map[string]any{"containers": []any{
+		tm.Target = &core.TaskTemplate_K8SPod{K8SPod: &core.K8SPod{PodSpec: plugintest.Struct(t, map[string]any{"containers": []any{
 			map[string]any{"name": "sidecar", "image": "busybox"},
 			map[string]any{"name": "main", "image": "rayproject/ray:2.44.0", "args": []any{"a0"}}}})}}
 	}

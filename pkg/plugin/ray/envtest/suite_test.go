@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +17,7 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/plugins"
 	"github.com/taskaction/executor/internal/enginetest"
 	"github.com/taskaction/executor/pkg/config"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/plugin/ray"
 )
 
@@ -55,23 +54,15 @@ func configure(c *config.Config) {
 // task (a head and one group of two workers).
 func rayAction(t *testing.T, ns, name string, retries uint32, timeout time.Duration) *flytev1.TaskAction {
 	t.Helper()
-	b, err := protojson.Marshal(&plugins.RayJob{
-		RayCluster: &plugins.RayCluster{
-			HeadGroupSpec:   &plugins.HeadGroupSpec{RayStartParams: map[string]string{"num-cpus": "0"}},
-			WorkerGroupSpec: []*plugins.WorkerGroupSpec{{GroupName: "workers", Replicas: 2, MinReplicas: 2, MaxReplicas: 2}},
-		},
-		RuntimeEnvYaml: "pip:\n- numpy\n",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	custom := &structpb.Struct{}
-	if err := protojson.Unmarshal(b, custom); err != nil {
-		t.Fatal(err)
-	}
 	return enginetest.FlyteAction(t, ns, name, retries, timeout, &core.TaskTemplate{
 		Id:   &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "proj", Domain: "dev", Name: "train.ray", Version: "v1"},
-		Type: ray.ID, Custom: custom,
+		Type: ray.ID, Custom: plugintest.Custom(t, &plugins.RayJob{
+			RayCluster: &plugins.RayCluster{
+				HeadGroupSpec:   &plugins.HeadGroupSpec{RayStartParams: map[string]string{"num-cpus": "0"}},
+				WorkerGroupSpec: []*plugins.WorkerGroupSpec{{GroupName: "workers", Replicas: 2, MinReplicas: 2, MaxReplicas: 2}},
+			},
+			RuntimeEnvYaml: "pip:\n- numpy\n",
+		}),
 		Target: &core.TaskTemplate_Container{Container: &core.Container{
 			Image: "rayproject/ray:2.44.0",
 			Args:  []string{"a0", "--inputs", "{{.input}}", "--outputs-path", "{{.outputPrefix}}"},

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
-	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/taskaction/executor/internal/enginetest"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin/container"
+	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/plugin/spark"
 )
 
@@ -50,18 +50,15 @@ func configure(c *config.Config) {
 // PySpark task as flytekit writes it.
 func sparkAction(t *testing.T, ns, name string, retries uint32, timeout time.Duration) *flytev1.TaskAction {
 	t.Helper()
-	custom, err := structpb.NewStruct(map[string]any{
-		"applicationType":     "PYTHON",
-		"mainApplicationFile": "local:///usr/local/bin/entrypoint.py",
-		"executorPath":        "/usr/bin/python3",
-		"sparkConf":           map[string]any{"spark.executor.instances": "2", "spark.driver.memory": "1000M"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return enginetest.FlyteAction(t, ns, name, retries, timeout, &core.TaskTemplate{
 		Id:   &core.Identifier{ResourceType: core.ResourceType_TASK, Project: "proj", Domain: "dev", Name: "wf.spark", Version: "v1"},
-		Type: spark.ID, Custom: custom,
+		Type: spark.ID,
+		Custom: plugintest.Struct(t, map[string]any{
+			"applicationType":     "PYTHON",
+			"mainApplicationFile": "local:///usr/local/bin/entrypoint.py",
+			"executorPath":        "/usr/bin/python3",
+			"sparkConf":           map[string]any{"spark.executor.instances": "2", "spark.driver.memory": "1000M"},
+		}),
 		Target: &core.TaskTemplate_Container{Container: &core.Container{
 			Image: "ghcr.io/flyteorg/spark:v1",
 			Args:  []string{"pyflyte-execute", "--inputs", "{{.input}}", "--output-prefix", "{{.outputPrefix}}"},
