@@ -171,7 +171,7 @@ func decodeTarget(t *Task, tmpl *core.TaskTemplate, field string) error {
 		if c.GetDataConfig() != nil {
 			return fieldErr(field+".container.dataConfig", "co-pilot data loading is not supported by this executor")
 		}
-		res, err := resourceRequirements(c.GetResources(), field+".container.resources")
+		res, err := ResourceRequirements(c.GetResources(), field+".container.resources")
 		if err != nil {
 			return err
 		}
@@ -234,10 +234,12 @@ func structJSON(s *structpb.Struct) ([]byte, error) {
 	return protojson.Marshal(s)
 }
 
-// resourceRequirements converts Flyte's resource entries by Flyte's rules:
+// ResourceRequirements converts Flyte's resource entries by Flyte's rules:
 // CPU, memory, GPU (as the generic "gpu", renamed by the pod builder) and
-// ephemeral storage; zero quantities count as unset; other kinds are ignored.
-func resourceRequirements(r *core.Resources, field string) (corev1.ResourceRequirements, error) {
+// ephemeral storage (ResourceName); zero quantities count as unset; other
+// kinds are ignored. A value that is not a quantity is a *FieldError naming
+// the entry under field.
+func ResourceRequirements(r *core.Resources, field string) (corev1.ResourceRequirements, error) {
 	var out corev1.ResourceRequirements
 	if r == nil {
 		return out, nil
@@ -262,22 +264,27 @@ func resourceList(entries []*core.Resources_ResourceEntry, field string) (corev1
 		if err != nil {
 			return nil, fieldErr(field+"["+itoa(i)+"]", "%s value %v", e.GetName(), err)
 		}
-		var name corev1.ResourceName
-		switch e.GetName() {
-		case core.Resources_CPU:
-			name = corev1.ResourceCPU
-		case core.Resources_MEMORY:
-			name = corev1.ResourceMemory
-		case core.Resources_GPU:
-			name = ResourceGPU
-		case core.Resources_EPHEMERAL_STORAGE:
-			name = corev1.ResourceEphemeralStorage
-		default:
-			continue
-		}
-		if !q.IsZero() {
+		if name, ok := ResourceName(e.GetName()); ok && !q.IsZero() {
 			out[name] = q
 		}
 	}
 	return out, nil
+}
+
+// ResourceName is the Kubernetes name of a template's resource entry as
+// Flyte converts it: CPU, memory, GPU (the generic ResourceGPU, which the pod
+// builder names as the accelerator's resource) and ephemeral storage; other
+// kinds are not converted (false).
+func ResourceName(n core.Resources_ResourceName) (corev1.ResourceName, bool) {
+	switch n {
+	case core.Resources_CPU:
+		return corev1.ResourceCPU, true
+	case core.Resources_MEMORY:
+		return corev1.ResourceMemory, true
+	case core.Resources_GPU:
+		return ResourceGPU, true
+	case core.Resources_EPHEMERAL_STORAGE:
+		return corev1.ResourceEphemeralStorage, true
+	}
+	return "", false
 }

@@ -67,6 +67,8 @@ func badSpec(format string, a ...any) error {
 // TaskSpec is the task's ClusteredTaskSpec: Flyte's form carries it in the
 // template's custom, the typed form in spec.template.config.custom (JSON).
 // Fields this executor does not know are ignored, as Flyte's decoder does.
+// dask.JobSpec reads its DaskJob by the same steps; not shared, as each
+// engine's errors name its own message in words users already see.
 func TaskSpec(t *task.Task) (*plugins.ClusteredTaskSpec, error) {
 	var raw []byte
 	if t.Form == task.FormFlyte {
@@ -145,7 +147,7 @@ func Build(tc plugin.TaskContext, spec *plugins.ClusteredTaskSpec) (*jobsetv1alp
 	podSpec := pod.Spec
 	for i := range podSpec.Containers {
 		if podSpec.Containers[i].Name == primary {
-			podSpec.Containers[i].Env = upsertEnv(podSpec.Containers[i].Env, torchRunEnv(spec))
+			podSpec.Containers[i].Env = container.MergeEnv(podSpec.Containers[i].Env, torchRunEnv(spec))
 		}
 	}
 	// One run per pod: a restart is the JobSet's, of every node at once.
@@ -168,8 +170,8 @@ func Build(tc plugin.TaskContext, spec *plugins.ClusteredTaskSpec) (*jobsetv1alp
 		TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.SchemeGroupVersion.String(), Kind: "JobSet"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ta.Namespace,
-			Labels:          union(pod.Labels, map[string]string{LabelExecution: sanitizeLabelValue(ta.Spec.RunName)}),
-			Annotations:     union(podAnnotations, map[string]string{AnnotationTaskType: ID, AnnotationPrimaryContainer: primary}),
+			Labels:          container.Union(pod.Labels, map[string]string{LabelExecution: sanitizeLabelValue(ta.Spec.RunName)}),
+			Annotations:     container.Union(podAnnotations, map[string]string{AnnotationTaskType: ID, AnnotationPrimaryContainer: primary}),
 			OwnerReferences: []metav1.OwnerReference{plugin.ControllerRef(ta)},
 		},
 		Spec: jobsetv1alpha2.JobSetSpec{
@@ -230,67 +232,11 @@ func torchRunEnv(spec *plugins.ClusteredTaskSpec) []corev1.EnvVar {
 	}
 }
 
-// upsertEnv replaces the entries of env named as one of set, in place, and
-// appends the others: the plugin's values win over the task's.
-func upsertEnv(env, set []corev1.EnvVar) []corev1.EnvVar {
-	out := append([]corev1.EnvVar(nil), env...)
-	at := make(map[string]int, len(out))
-	for i, e := range out {
-		at[e.Name] = i
-	}
-	for _, e := range set {
-		if i, ok := at[e.Name]; ok {
-			out[i] = e
-			continue
-		}
-		at[e.Name] = len(out)
-		out = append(out, e)
-	}
-	return out
-}
-
-// union is a copy of a with b's entries over it.
-func union(a, b map[string]string) map[string]string {
-	out := maps.Clone(a)
-	if out == nil {
-		out = map[string]string{}
-	}
-	maps.Copy(out, b)
-	return out
-}
-
-// sanitizeLabelValue is Flyte's label value of an execution's name: other
-// characters than [A-Za-z0-9._-] become '-', a first or last character
-// that is not alphanumeric becomes 'x', at most 63 characters; empty is
-// "none".
+// sanitizeLabelValue is Flyte's label value of an execution's name: the
+// container plugin's LabelValue, but "none" for an empty name.
 func sanitizeLabelValue(v string) string {
 	if v == "" {
 		return "none"
 	}
-	b := make([]byte, 0, len(v))
-	for _, r := range v {
-		if r < 128 && (isAlnum(byte(r)) || r == '.' || r == '_' || r == '-') {
-			b = append(b, byte(r))
-		} else {
-			b = append(b, '-')
-		}
-	}
-	fix := func(b []byte) []byte {
-		if !isAlnum(b[0]) {
-			b[0] = 'x'
-		}
-		if !isAlnum(b[len(b)-1]) {
-			b[len(b)-1] = 'x'
-		}
-		return b
-	}
-	b = fix(b)
-	if len(b) > 63 {
-		b = fix(b[:63])
-	}
-	return string(b)
-}
-
-func isAlnum(c byte) bool {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+	return container.LabelValue(v)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/plugins"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
@@ -102,7 +103,7 @@ func TestJobSetName(t *testing.T) {
 // TestTorchRunEnv: the plugin's variables replace the task's of the same
 // name in place and come after the others.
 func TestTorchRunEnv(t *testing.T) {
-	env := upsertEnv([]corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "MASTER_PORT", Value: "1"}, {Name: "B", Value: "2"}},
+	env := container.MergeEnv([]corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "MASTER_PORT", Value: "1"}, {Name: "B", Value: "2"}},
 		torchRunEnv(&plugins.ClusteredTaskSpec{Replicas: 4, NprocPerNode: 8, Runtime: torchrun(plugins.RdzvBackend_C10D),
 			FailurePolicy: &plugins.ClusterFailurePolicy{MaxRestarts: 2}}))
 	var names []string

@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/task"
+	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
 
@@ -120,25 +119,9 @@ func JobSetLogs(logs *tasklog.Renderer, tc plugin.TaskContext, js *jobsetv1alpha
 			break
 		}
 	}
-	ta, t := tc.TaskAction, tc.Task
-	in := tasklog.Input{
-		Namespace: js.Namespace, ContainerName: js.Annotations[AnnotationPrimaryContainer],
-		PodStart: js.CreationTimestamp.Time, PodFinish: ended,
-		Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName,
-		RetryAttempt: uint32(max(tc.Attempt, 1) - 1), NodeID: ta.Spec.ActionName, GeneratedName: js.Name,
-	}
-	if t != nil {
-		in.Task = &core.Identifier{ResourceType: core.ResourceType_TASK, Org: t.ID.Org, Project: t.ID.Project,
-			Domain: t.ID.Domain, Name: t.ID.Name, Version: t.ID.Version}
-		in.TaskConfig, in.Org = t.Config, t.ID.Org
-		if t.Form == task.FormFlyte {
-			// The template's own links come with each rank's, as dashboards.
-			tmpl := &core.TaskTemplate{}
-			if err := proto.Unmarshal(t.Raw, tmpl); err == nil {
-				in.TaskLinks = tmpl.GetMetadata().GetLogLinks()
-			}
-		}
-	}
+	// The template's own links come with each rank's, as dashboards.
+	in := container.LogInput(tc, js.Namespace, js.Name)
+	in.ContainerName, in.PodStart, in.PodFinish = js.Annotations[AnnotationPrimaryContainer], js.CreationTimestamp.Time, ended
 	var out []*core.TaskLog
 	for rank := int32(0); rank < min(replicas, maxLinkedRanks); rank++ {
 		in.PodName = fmt.Sprintf("%s-%s-0-%d", js.Name, WorkersReplicatedJob, rank)

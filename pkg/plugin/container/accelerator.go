@@ -154,15 +154,15 @@ func placeOnAccelerator(spec *corev1.PodSpec, g *task.GPUAccelerator, a accelera
 		if d, ok := acceleratorDevices[strings.ToUpper(device)]; ok {
 			device = d
 		}
-		addRequiredNodeSelectorRequirement(spec.Affinity, corev1.NodeSelectorRequirement{Key: a.deviceLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{device}})
+		RequireInEveryTerm(spec.Affinity, corev1.NodeSelectorRequirement{Key: a.deviceLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{device}})
 		addToleration(spec, corev1.Toleration{Key: a.deviceLabel, Operator: corev1.TolerationOpEqual, Value: device, Effect: corev1.TaintEffectNoSchedule})
 	}
 	switch {
 	case g.PartitionSize != "":
-		addRequiredNodeSelectorRequirement(spec.Affinity, corev1.NodeSelectorRequirement{Key: a.partitionLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{g.PartitionSize}})
+		RequireInEveryTerm(spec.Affinity, corev1.NodeSelectorRequirement{Key: a.partitionLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{g.PartitionSize}})
 		addToleration(spec, corev1.Toleration{Key: a.partitionLabel, Operator: corev1.TolerationOpEqual, Value: g.PartitionSize, Effect: corev1.TaintEffectNoSchedule})
 	case g.Unpartitioned:
-		addRequiredNodeSelectorRequirement(spec.Affinity, corev1.NodeSelectorRequirement{Key: a.partitionLabel, Operator: corev1.NodeSelectorOpDoesNotExist})
+		RequireInEveryTerm(spec.Affinity, corev1.NodeSelectorRequirement{Key: a.partitionLabel, Operator: corev1.NodeSelectorOpDoesNotExist})
 	}
 }
 

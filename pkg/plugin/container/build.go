@@ -178,9 +178,9 @@ func mergePrimary(base corev1.Container, tc *task.Container) corev1.Container {
 	if len(tc.Args) > 0 {
 		c.Args = append([]string(nil), tc.Args...)
 	}
-	c.Env = mergeEnv(base.Env, tc.Env)
-	c.Resources.Requests = mergeResourceList(base.Resources.Requests, tc.Resources.Requests)
-	c.Resources.Limits = mergeResourceList(base.Resources.Limits, tc.Resources.Limits)
+	c.Env = MergeEnv(base.Env, tc.Env)
+	c.Resources.Requests = MergeResourceList(base.Resources.Requests, tc.Resources.Requests)
+	c.Resources.Limits = MergeResourceList(base.Resources.Limits, tc.Resources.Limits)
 	if len(tc.Resources.Claims) > 0 {
 		c.Resources.Claims = tc.Resources.Claims
 	}
@@ -201,7 +201,7 @@ func decorate(cs []corev1.Container, field string, vars templateVars, env []core
 		if c.Args, err = vars.render(where+".args", c.Args); err != nil {
 			return badSpec("%v", err)
 		}
-		c.Env = mergeEnv(c.Env, env)
+		c.Env = MergeEnv(c.Env, env)
 		renameGPU(c.Resources.Requests, accel.resourceName)
 		renameGPU(c.Resources.Limits, accel.resourceName)
 	}

@@ -68,7 +68,7 @@ func taskEnv(ta *flytev1.TaskAction, t *task.Task, attempt int32, s plugin.Setti
 			runEnv = append(runEnv, e)
 		}
 	}
-	return mergeEnv(env, runEnv, sortedEnv(s.DefaultEnvVars))
+	return MergeEnv(env, runEnv, sortedEnv(s.DefaultEnvVars))
 }
 
 func sortedEnv(m map[string]string) []corev1.EnvVar {
@@ -84,10 +84,10 @@ func sortedEnv(m map[string]string) []corev1.EnvVar {
 	return out
 }
 
-// mergeEnv concatenates layers, a later definition of a name replacing an
+// MergeEnv concatenates layers, a later definition of a name replacing an
 // earlier one (as the kubelet resolves duplicates). A name keeps the position
 // of its first appearance, so $(VAR) references keep working.
-func mergeEnv(layers ...[]corev1.EnvVar) []corev1.EnvVar {
+func MergeEnv(layers ...[]corev1.EnvVar) []corev1.EnvVar {
 	var out []corev1.EnvVar
 	pos := map[string]int{}
 	for _, layer := range layers {

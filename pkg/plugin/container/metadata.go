@@ -51,8 +51,8 @@ const (
 	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 )
 
-// union is the maps merged, later ones winning; nil when all are empty.
-func union(ms ...map[string]string) map[string]string {
+// Union is the maps merged, later ones winning; nil when all are empty.
+func Union(ms ...map[string]string) map[string]string {
 	var out map[string]string
 	for _, m := range ms {
 		for k, v := range m {
@@ -70,12 +70,12 @@ func union(ms ...map[string]string) map[string]string {
 // TaskAction's labels, then the labels the executor owns (Flyte's
 // execution identity, the managed label), which nothing can override.
 func labelsFor(ta *flytev1.TaskAction, t *task.Task, attempt int32, s plugin.Settings, extra map[string]string) map[string]string {
-	out := union(s.DefaultLabels, t.PodLabels, extra, ta.Labels)
+	out := Union(s.DefaultLabels, t.PodLabels, extra, ta.Labels)
 	if out == nil {
 		out = map[string]string{}
 	}
 	set := func(k, v string) {
-		if v = labelValue(v); v != "" {
+		if v = LabelValue(v); v != "" {
 			out[k] = v
 		} else {
 			delete(out, k)

@@ -52,11 +52,11 @@ func shortHash(s string) string {
 	return fmt.Sprintf("%08x", h.Sum32())
 }
 
-// labelValue makes v a valid label value as Flyte does: characters outside
+// LabelValue makes v a valid label value as Flyte does: characters outside
 // [A-Za-z0-9._-] become '-', at most 63 characters, and a first or last
 // character that is not alphanumeric becomes 'x'. Empty stays empty (callers
 // omit the label).
-func labelValue(v string) string {
+func LabelValue(v string) string {
 	if v == "" {
 		return ""
 	}

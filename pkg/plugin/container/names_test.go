@@ -73,12 +73,12 @@ func TestLabelValue(t *testing.T) {
 		{strings.Repeat("z", 80), strings.Repeat("z", 63)},
 	}
 	for _, tc := range cases {
-		got := labelValue(tc.in)
+		got := LabelValue(tc.in)
 		if got != tc.want {
-			t.Errorf("labelValue(%q) = %q, want %q", tc.in, got, tc.want)
+			t.Errorf("LabelValue(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 		if errs := validation.IsValidLabelValue(got); len(errs) > 0 {
-			t.Errorf("labelValue(%q) = %q invalid: %v", tc.in, got, errs)
+			t.Errorf("LabelValue(%q) = %q invalid: %v", tc.in, got, errs)
 		}
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"github.com/taskaction/executor/pkg/quantity"
 )
 
-func mergeResourceList(base, over corev1.ResourceList) corev1.ResourceList {
+// MergeResourceList is a copy of base with over's entries replacing base's
+// of the same name; nil when both are empty.
+func MergeResourceList(base, over corev1.ResourceList) corev1.ResourceList {
 	if len(base) == 0 && len(over) == 0 {
 		return nil
 	}
@@ -25,10 +27,8 @@ func mergeResourceList(base, over corev1.ResourceList) corev1.ResourceList {
 }
 
 // defaultResources completes the primary container's resources by Flyte's
-// rules: CPU and memory always (a missing request copies the limit, else the
-// executor default; a missing limit copies the request), ephemeral storage
-// and accelerators only when asked for; a request above its limit is lowered
-// to the limit.
+// rules (CompleteResources), ephemeral storage and accelerators only when
+// asked for.
 func defaultResources(r corev1.ResourceRequirements, s plugin.Settings) (corev1.ResourceRequirements, error) {
 	out := *r.DeepCopy()
 	if out.Requests == nil {
@@ -37,28 +37,9 @@ func defaultResources(r corev1.ResourceRequirements, s plugin.Settings) (corev1.
 	if out.Limits == nil {
 		out.Limits = corev1.ResourceList{}
 	}
-	for _, d := range []struct {
-		name corev1.ResourceName
-		def  string
-	}{{corev1.ResourceCPU, s.DefaultCPU}, {corev1.ResourceMemory, s.DefaultMemory}} {
-		var def resource.Quantity
-		if d.def != "" {
-			q, err := quantity.Parse(d.def)
-			if err != nil {
-				return out, fmt.Errorf("executor default %s %q: %w", d.name, d.def, err)
-			}
-			def = q
-		}
-		adjust(out, d.name, def)
-	}
-	extra := []corev1.ResourceName{corev1.ResourceEphemeralStorage}
-	extra = append(extra, acceleratorResourceNames(s)...)
-	for _, name := range extra {
-		_, req := out.Requests[name]
-		_, lim := out.Limits[name]
-		if req || lim {
-			adjust(out, name, resource.Quantity{})
-		}
+	optional := append([]corev1.ResourceName{corev1.ResourceEphemeralStorage}, acceleratorResourceNames(s)...)
+	if err := CompleteResources(out, s, optional...); err != nil {
+		return out, err
 	}
 	if len(out.Requests) == 0 {
 		out.Requests = nil
@@ -67,6 +48,35 @@ func defaultResources(r corev1.ResourceRequirements, s plugin.Settings) (corev1.
 		out.Limits = nil
 	}
 	return out, nil
+}
+
+// CompleteResources completes r (its Requests and Limits not nil) by Flyte's
+// rules: CPU and memory always (a missing request copies the limit, else the
+// executor default; a missing limit copies the request), each of optional
+// only when asked for; a request above its limit is lowered to the limit.
+func CompleteResources(r corev1.ResourceRequirements, s plugin.Settings, optional ...corev1.ResourceName) error {
+	for _, d := range []struct {
+		name corev1.ResourceName
+		def  string
+	}{{corev1.ResourceCPU, s.DefaultCPU}, {corev1.ResourceMemory, s.DefaultMemory}} {
+		var def resource.Quantity
+		if d.def != "" {
+			q, err := quantity.Parse(d.def)
+			if err != nil {
+				return fmt.Errorf("executor default %s %q: %w", d.name, d.def, err)
+			}
+			def = q
+		}
+		adjust(r, d.name, def)
+	}
+	for _, name := range optional {
+		_, req := r.Requests[name]
+		_, lim := r.Limits[name]
+		if req || lim {
+			adjust(r, name, resource.Quantity{})
+		}
+	}
+	return nil
 }
 
 // adjust sets request and limit of name: an unset (or zero) request takes the

@@ -1,7 +1,7 @@
 package container
 
 import (
-	"strings"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -22,10 +22,17 @@ func schedule(spec *corev1.PodSpec, interruptible bool, s plugin.Settings) {
 	if len(tols) > 0 {
 		spec.Tolerations = append(deepCopyTolerations(tols), spec.Tolerations...)
 	}
-	spec.NodeSelector = union(s.DefaultNodeSelector, spec.NodeSelector)
+	spec.NodeSelector = Union(s.DefaultNodeSelector, spec.NodeSelector)
 	if interruptible {
-		spec.NodeSelector = union(spec.NodeSelector, s.InterruptibleNodeSelector)
+		spec.NodeSelector = Union(spec.NodeSelector, s.InterruptibleNodeSelector)
 	}
+	AddNodeSelectorRequirement(spec, interruptible, s)
+}
+
+// AddNodeSelectorRequirement adds the configured (non-)interruptible node
+// selector requirement to the pod's required node affinity
+// (RequireInEveryTerm). Idempotent.
+func AddNodeSelectorRequirement(spec *corev1.PodSpec, interruptible bool, s plugin.Settings) {
 	if spec.Affinity == nil {
 		spec.Affinity = &corev1.Affinity{}
 	}
@@ -34,7 +41,7 @@ func schedule(spec *corev1.PodSpec, interruptible bool, s plugin.Settings) {
 		req = s.InterruptibleNodeSelectorRequirement
 	}
 	if req != nil {
-		addRequiredNodeSelectorRequirement(spec.Affinity, *req.DeepCopy())
+		RequireInEveryTerm(spec.Affinity, *req)
 	}
 }
 
@@ -46,33 +53,27 @@ func deepCopyTolerations(in []corev1.Toleration) []corev1.Toleration {
 	return out
 }
 
-// addRequiredNodeSelectorRequirement adds req to every required node selector
-// term that lacks it, or makes it the only term.
-func addRequiredNodeSelectorRequirement(a *corev1.Affinity, req corev1.NodeSelectorRequirement) {
+// RequireInEveryTerm adds req to every required node selector term that
+// lacks it, or makes it the only term.
+func RequireInEveryTerm(a *corev1.Affinity, req corev1.NodeSelectorRequirement) {
 	if a.NodeAffinity == nil {
 		a.NodeAffinity = &corev1.NodeAffinity{}
 	}
-	na := a.NodeAffinity
-	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
+	if a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
 	}
-	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	if len(terms) == 0 {
-		na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{req}}}
+	sel := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	if len(sel.NodeSelectorTerms) == 0 {
+		sel.NodeSelectorTerms = []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{*req.DeepCopy()}}}
 		return
 	}
-	for i := range terms {
-		if !hasRequirement(terms[i].MatchExpressions, req) {
-			terms[i].MatchExpressions = append(terms[i].MatchExpressions, req)
+	for i := range sel.NodeSelectorTerms {
+		has := false
+		for _, r := range sel.NodeSelectorTerms[i].MatchExpressions {
+			has = has || (r.Key == req.Key && r.Operator == req.Operator && slices.Equal(r.Values, req.Values))
+		}
+		if !has {
+			sel.NodeSelectorTerms[i].MatchExpressions = append(sel.NodeSelectorTerms[i].MatchExpressions, *req.DeepCopy())
 		}
 	}
-}
-
-func hasRequirement(reqs []corev1.NodeSelectorRequirement, r corev1.NodeSelectorRequirement) bool {
-	for _, x := range reqs {
-		if x.Key == r.Key && x.Operator == r.Operator && strings.Join(x.Values, "\x00") == strings.Join(r.Values, "\x00") {
-			return true
-		}
-	}
-	return false
 }

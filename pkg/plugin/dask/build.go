@@ -21,7 +21,6 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/plugins"
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/container"
-	"github.com/taskaction/executor/pkg/quantity"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
@@ -262,9 +261,11 @@ func withImageAndResources(t *task.Task, image string, res *core.Resources, fiel
 	out := *t
 	var rr *corev1.ResourceRequirements
 	if len(res.GetRequests()) > 0 || len(res.GetLimits()) > 0 {
-		r, err := resourceRequirements(res, field+".resources")
+		// Converted as Flyte converts a template's; a bad quantity is the
+		// task's fault.
+		r, err := task.ResourceRequirements(res, field+".resources")
 		if err != nil {
-			return nil, err
+			return nil, badSpec("%v", err)
 		}
 		rr = &r
 	}
@@ -296,73 +297,6 @@ func withImageAndResources(t *task.Task, image string, res *core.Resources, fiel
 	return &out, nil
 }
 
-// resourceRequirements converts a DaskJob's resources as Flyte converts a
-// template's: CPU, memory, GPU (the generic "gpu", which the pod builder
-// names as the accelerator's resource) and ephemeral storage; zero values
-// count as unset; other kinds are ignored. Quantities are parsed bounded.
-func resourceRequirements(r *core.Resources, field string) (corev1.ResourceRequirements, error) {
-	var out corev1.ResourceRequirements
-	var err error
-	if out.Requests, err = resourceList(r.GetRequests(), field+".requests"); err != nil {
-		return out, err
-	}
-	if out.Limits, err = resourceList(r.GetLimits(), field+".limits"); err != nil {
-		return out, err
-	}
-	return out, nil
-}
-
-func resourceList(entries []*core.Resources_ResourceEntry, field string) (corev1.ResourceList, error) {
-	out := corev1.ResourceList{}
-	for i, e := range entries {
-		q, err := quantity.Parse(e.GetValue())
-		if err != nil {
-			return nil, badSpec("%s[%d]: %s value %v", field, i, e.GetName(), err)
-		}
-		var name corev1.ResourceName
-		switch e.GetName() {
-		case core.Resources_CPU:
-			name = corev1.ResourceCPU
-		case core.Resources_MEMORY:
-			name = corev1.ResourceMemory
-		case core.Resources_GPU:
-			name = task.ResourceGPU
-		case core.Resources_EPHEMERAL_STORAGE:
-			name = corev1.ResourceEphemeralStorage
-		default:
-			continue
-		}
-		if !q.IsZero() {
-			out[name] = q
-		}
-	}
-	return out, nil
-}
-
-// taskLogInput is the attempt as the log templates see it (no pod: the
-// caller adds the pod it renders links for).
-func taskLogInput(tc plugin.TaskContext, name string) tasklog.Input {
-	ta, t := tc.TaskAction, tc.Task
-	in := tasklog.Input{
-		Namespace: ta.Namespace, Project: ta.Spec.Project, Domain: ta.Spec.Domain,
-		Run: ta.Spec.RunName, Action: ta.Spec.ActionName, RetryAttempt: uint32(max(tc.Attempt, 1) - 1),
-		NodeID: ta.Spec.ActionName, GeneratedName: name,
-	}
-	if t != nil {
-		in.Task = &core.Identifier{ResourceType: core.ResourceType_TASK, Org: t.ID.Org, Project: t.ID.Project,
-			Domain: t.ID.Domain, Name: t.ID.Name, Version: t.ID.Version}
-		in.TaskConfig, in.Org = t.Config, t.ID.Org
-		if t.Form == task.FormFlyte {
-			// The template's own links come first, as dashboards (Flyte's rule).
-			tmpl := &core.TaskTemplate{}
-			if err := proto.Unmarshal(t.Raw, tmpl); err == nil {
-				in.TaskLinks = tmpl.GetMetadata().GetLogLinks()
-			}
-		}
-	}
-	return in
-}
-
 // DashboardPrefix is the path the scheduler's dashboard is served under,
 // from the first link of type dashboard the configuration renders for the
 // attempt: its URI's path without a trailing /status (the dashboard's
@@ -371,7 +305,7 @@ func DashboardPrefix(logs *tasklog.Renderer, tc plugin.TaskContext) (string, err
 	if logs == nil {
 		return "", nil
 	}
-	links, err := logs.Links(taskLogInput(tc, JobName(tc.TaskAction.Name, tc.Attempt)))
+	links, err := logs.Links(container.LogInput(tc, tc.TaskAction.Namespace, JobName(tc.TaskAction.Name, tc.Attempt)))
 	if err != nil {
 		return "", fmt.Errorf("render the Dask dashboard link: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/plugin"
+	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
 
@@ -72,8 +73,8 @@ func JobLogs(logs *tasklog.Renderer, tc plugin.TaskContext, job *daskv1.DaskJob,
 	if logs == nil {
 		return nil, nil
 	}
-	in := taskLogInput(tc, job.Name)
-	in.Namespace, in.PodName = job.Namespace, job.Status.JobRunnerPodName
+	in := container.LogInput(tc, job.Namespace, job.Name)
+	in.PodName = job.Status.JobRunnerPodName
 	in.Extra = map[string]string{varSchedulerName: ""}
 	if cs := job.Spec.Cluster.Spec.Scheduler.Spec.Containers; len(cs) > 0 {
 		in.EnableVSCode = vscodeEnabled(cs[0].Env)

@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
@@ -133,8 +132,8 @@ func (b builder) replicaTemplate(containerName string, o replicaOverride) (corev
 			*command = nil
 		}
 		if res != nil {
-			r.Requests = overlay(r.Requests, res.Requests)
-			r.Limits = overlay(r.Limits, res.Limits)
+			r.Requests = container.MergeResourceList(r.Requests, res.Requests)
+			r.Limits = container.MergeResourceList(r.Limits, res.Limits)
 		}
 	}
 	if t.Container != nil {
@@ -270,9 +269,10 @@ func runPolicy(rp *kfidl.RunPolicy) (kubeflowv1.RunPolicy, error) {
 // replicaResources are a replica group's resources as Flyte completes them
 // before they replace the task's: CPU, memory, GPU (under the generic name,
 // which the pod builder renames to the task's accelerator) and ephemeral
-// storage, zero meaning unset; CPU and memory default to the executor's
-// defaults; a missing request takes the limit, a missing limit the request,
-// and a request is at most its limit.
+// storage, zero meaning unset, completed as the container plugin completes
+// a container's (container.CompleteResources). Not task.ResourceRequirements:
+// other kinds are skipped before their value is read, and errors name the
+// replica group's field, as they always have.
 func replicaResources(r *core.Resources, s plugin.Settings) (corev1.ResourceRequirements, error) {
 	out := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
 	for _, side := range []struct {
@@ -281,17 +281,8 @@ func replicaResources(r *core.Resources, s plugin.Settings) (corev1.ResourceRequ
 		field   string
 	}{{r.GetRequests(), out.Requests, "requests"}, {r.GetLimits(), out.Limits, "limits"}} {
 		for i, e := range side.entries {
-			var name corev1.ResourceName
-			switch e.GetName() {
-			case core.Resources_CPU:
-				name = corev1.ResourceCPU
-			case core.Resources_MEMORY:
-				name = corev1.ResourceMemory
-			case core.Resources_GPU:
-				name = task.ResourceGPU
-			case core.Resources_EPHEMERAL_STORAGE:
-				name = corev1.ResourceEphemeralStorage
-			default:
+			name, ok := task.ResourceName(e.GetName())
+			if !ok {
 				continue
 			}
 			q, err := quantity.Parse(e.GetValue())
@@ -303,66 +294,5 @@ func replicaResources(r *core.Resources, s plugin.Settings) (corev1.ResourceRequ
 			}
 		}
 	}
-	for _, d := range []struct {
-		name corev1.ResourceName
-		def  string
-	}{{corev1.ResourceCPU, s.DefaultCPU}, {corev1.ResourceMemory, s.DefaultMemory}} {
-		var def resource.Quantity
-		if d.def != "" {
-			q, err := quantity.Parse(d.def)
-			if err != nil {
-				return out, fmt.Errorf("executor default %s %q: %w", d.name, d.def, err)
-			}
-			def = q
-		}
-		complete(out, d.name, def)
-	}
-	for _, name := range []corev1.ResourceName{task.ResourceGPU, corev1.ResourceEphemeralStorage} {
-		_, req := out.Requests[name]
-		_, lim := out.Limits[name]
-		if req || lim {
-			complete(out, name, resource.Quantity{})
-		}
-	}
-	return out, nil
-}
-
-// complete sets the request and limit of name: an unset request takes the
-// limit, else def; an unset limit takes the request; the request is at most
-// the limit. With neither and no default, name stays unset.
-func complete(r corev1.ResourceRequirements, name corev1.ResourceName, def resource.Quantity) {
-	req, lim := r.Requests[name], r.Limits[name]
-	if req.IsZero() {
-		req = lim
-		if req.IsZero() {
-			req = def
-		}
-	}
-	if lim.IsZero() {
-		lim = req
-	}
-	if req.Cmp(lim) > 0 {
-		req = lim
-	}
-	if req.IsZero() {
-		delete(r.Requests, name)
-		delete(r.Limits, name)
-		return
-	}
-	r.Requests[name], r.Limits[name] = req.DeepCopy(), lim.DeepCopy()
-}
-
-// overlay is base with every entry of over replacing base's of that name.
-func overlay(base, over corev1.ResourceList) corev1.ResourceList {
-	if len(over) == 0 {
-		return base
-	}
-	out := corev1.ResourceList{}
-	for k, v := range base {
-		out[k] = v.DeepCopy()
-	}
-	for k, v := range over {
-		out[k] = v.DeepCopy()
-	}
-	return out
+	return out, container.CompleteResources(out, s, task.ResourceGPU, corev1.ResourceEphemeralStorage)
 }

@@ -5,11 +5,10 @@ import (
 	"strings"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/task"
+	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
 
@@ -42,25 +41,10 @@ func jobLogs(r *tasklog.Renderer, tc plugin.TaskContext, j jobState, groups []re
 	if r == nil {
 		return nil, nil
 	}
-	ta, t := tc.TaskAction, tc.Task
-	in := tasklog.Input{
-		Namespace: j.namespace, ContainerName: containerName, PodStart: j.created,
-		Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName,
-		RetryAttempt: uint32(max(tc.Attempt, 1) - 1), NodeID: ta.Spec.ActionName, GeneratedName: j.name,
-	}
+	in := container.LogInput(tc, j.namespace, j.name)
+	in.ContainerName, in.PodStart = containerName, j.created
 	if ct := j.status.CompletionTime; ct != nil {
 		in.PodFinish = ct.Time
-	}
-	if t != nil {
-		in.Task = &core.Identifier{ResourceType: core.ResourceType_TASK, Org: t.ID.Org, Project: t.ID.Project,
-			Domain: t.ID.Domain, Name: t.ID.Name, Version: t.ID.Version}
-		in.TaskConfig, in.Org = t.Config, t.ID.Org
-		if t.Form == task.FormFlyte {
-			tmpl := &core.TaskTemplate{}
-			if err := proto.Unmarshal(t.Raw, tmpl); err == nil {
-				in.TaskLinks = tmpl.GetMetadata().GetLogLinks()
-			}
-		}
 	}
 	var out []*core.TaskLog
 	for _, g := range groups {

@@ -316,7 +316,7 @@ func (b builder) headContainer(spec *corev1.PodSpec, idx int) {
 	c := &spec.Containers[idx]
 	c.Name = HeadContainerName
 	b.toEntrypoint(c)
-	c.Env = setEnv(c.Env, append([]corev1.EnvVar{fieldEnv("MY_POD_IP", "status.podIP")}, quietLogsEnv()...)...)
+	c.Env = container.MergeEnv(c.Env, []corev1.EnvVar{fieldEnv("MY_POD_IP", "status.podIP")}, quietLogsEnv())
 	c.Ports = append(c.Ports, rayPorts()...)
 	if s := b.cfg.LogsSidecar; s != nil {
 		addLogsSidecar(spec, idx, s)
@@ -340,7 +340,7 @@ func (b builder) workerContainer(spec *corev1.PodSpec, idx int) {
 		fieldEnv("MY_POD_NAME", "metadata.name"),
 		fieldEnv("MY_POD_IP", "status.podIP"),
 	}
-	c.Env = setEnv(c.Env, append(env, quietLogsEnv()...)...)
+	c.Env = container.MergeEnv(c.Env, env, quietLogsEnv())
 	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "ray stop"}}}}
 	c.Ports = append(c.Ports, rayPorts()...)
 }
@@ -372,24 +372,6 @@ func quietLogsEnv() []corev1.EnvVar {
 // declares them on workers too.
 func rayPorts() []corev1.ContainerPort {
 	return []corev1.ContainerPort{{Name: "redis", ContainerPort: 6379}, {Name: "head", ContainerPort: 10001}, {Name: "dashboard", ContainerPort: 8265}}
-}
-
-// setEnv sets each of vars in env: a variable already there is replaced in
-// its place (the pod's environment has one entry per name), others appended.
-func setEnv(env []corev1.EnvVar, vars ...corev1.EnvVar) []corev1.EnvVar {
-	for _, v := range vars {
-		found := false
-		for i := range env {
-			if env[i].Name == v.Name {
-				env[i], found = v, true
-				break
-			}
-		}
-		if !found {
-			env = append(env, v)
-		}
-	}
-	return env
 }
 
 // addLogsSidecar adds the configured logs sidecar to the head pod, with
@@ -429,16 +411,7 @@ func addLogsSidecar(spec *corev1.PodSpec, head int, sidecar *corev1.Container) {
 // the (non-)interruptible requirement in every required term, and for an
 // interruptible task its node selector and tolerations. Idempotent.
 func reschedule(spec *corev1.PodSpec, interruptible bool, s plugin.Settings) {
-	if spec.Affinity == nil {
-		spec.Affinity = &corev1.Affinity{}
-	}
-	req := s.NonInterruptibleNodeSelectorRequirement
-	if interruptible {
-		req = s.InterruptibleNodeSelectorRequirement
-	}
-	if req != nil {
-		requireInEveryTerm(spec.Affinity, *req)
-	}
+	container.AddNodeSelectorRequirement(spec, interruptible, s)
 	if !interruptible {
 		return
 	}
@@ -455,31 +428,6 @@ func reschedule(spec *corev1.PodSpec, interruptible bool, s plugin.Settings) {
 		}
 		if !present {
 			spec.Tolerations = append(spec.Tolerations, *t.DeepCopy())
-		}
-	}
-}
-
-// requireInEveryTerm adds req to every required node selector term that
-// lacks it, or makes it the only term.
-func requireInEveryTerm(a *corev1.Affinity, req corev1.NodeSelectorRequirement) {
-	if a.NodeAffinity == nil {
-		a.NodeAffinity = &corev1.NodeAffinity{}
-	}
-	if a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
-	}
-	sel := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-	if len(sel.NodeSelectorTerms) == 0 {
-		sel.NodeSelectorTerms = []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{*req.DeepCopy()}}}
-		return
-	}
-	for i := range sel.NodeSelectorTerms {
-		has := false
-		for _, r := range sel.NodeSelectorTerms[i].MatchExpressions {
-			has = has || (r.Key == req.Key && r.Operator == req.Operator && slices.Equal(r.Values, req.Values))
-		}
-		if !has {
-			sel.NodeSelectorTerms[i].MatchExpressions = append(sel.NodeSelectorTerms[i].MatchExpressions, *req.DeepCopy())
 		}
 	}
 }
@@ -587,17 +535,13 @@ func autoscalerOptions(o *plugins.AutoscalerOptions) (*rayv1.AutoscalerOptions, 
 // autoscaler: CPU, memory, ephemeral storage and the generic "gpu"; zero
 // quantities and other kinds are left out.
 func resourceList(entries []*core.Resources_ResourceEntry) (corev1.ResourceList, error) {
-	names := map[core.Resources_ResourceName]corev1.ResourceName{
-		core.Resources_CPU: corev1.ResourceCPU, core.Resources_MEMORY: corev1.ResourceMemory,
-		core.Resources_GPU: task.ResourceGPU, core.Resources_EPHEMERAL_STORAGE: corev1.ResourceEphemeralStorage,
-	}
 	out := corev1.ResourceList{}
 	for _, e := range entries {
 		q, err := quantity.Parse(e.GetValue())
 		if err != nil {
 			return nil, fmt.Errorf("%s: %v", e.GetName(), err)
 		}
-		if n, ok := names[e.GetName()]; ok && !q.IsZero() {
+		if n, ok := task.ResourceName(e.GetName()); ok && !q.IsZero() {
 			out[n] = q
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/protobuf/proto"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,7 +20,7 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/task"
+	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
 
@@ -48,7 +47,9 @@ var (
 )
 
 // New returns the plugin configured by cfg's plugins.ray section (Flyte's
-// keys and defaults); a section that is not valid is an error.
+// keys and defaults); a section that is not valid is an error. (Every
+// engine's New has these two steps, over its own Config type: nothing to
+// share but the shape.)
 func New(cfg config.Config) (*Plugin, error) {
 	c, err := LoadConfig(cfg)
 	if err != nil {
@@ -153,26 +154,11 @@ func Links(job *rayv1.RayJob, tc plugin.TaskContext, logs, dashboard *tasklog.Re
 		// deterministic head pod names are on.
 		head = st.RayClusterName + "-head"
 	}
-	ta := tc.TaskAction
-	in := tasklog.Input{
-		PodName: head, Namespace: job.Namespace, ContainerName: HeadContainerName,
-		Project: ta.Spec.Project, Domain: ta.Spec.Domain, Run: ta.Spec.RunName, Action: ta.Spec.ActionName,
-		RetryAttempt: uint32(max(tc.Attempt, 1) - 1), NodeID: ta.Spec.ActionName, GeneratedName: job.Name,
-		Extra: map[string]string{"rayClusterName": st.RayClusterName, "rayJobID": st.JobId},
-	}
+	in := container.LogInput(tc, job.Namespace, job.Name)
+	in.PodName, in.ContainerName = head, HeadContainerName
+	in.Extra = map[string]string{"rayClusterName": st.RayClusterName, "rayJobID": st.JobId}
 	if start := st.StartTime; start != nil {
 		in.PodStart = start.Time
-	}
-	if t := tc.Task; t != nil {
-		in.Task = &core.Identifier{ResourceType: core.ResourceType_TASK, Org: t.ID.Org, Project: t.ID.Project,
-			Domain: t.ID.Domain, Name: t.ID.Name, Version: t.ID.Version}
-		in.TaskConfig, in.Org = t.Config, t.ID.Org
-		if t.Form == task.FormFlyte {
-			tmpl := &core.TaskTemplate{}
-			if err := proto.Unmarshal(t.Raw, tmpl); err == nil {
-				in.TaskLinks = tmpl.GetMetadata().GetLogLinks()
-			}
-		}
 	}
 	var out []*core.TaskLog
 	if logs != nil {
