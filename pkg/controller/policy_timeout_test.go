@@ -98,7 +98,12 @@ func TestQuotaWaitTimesOut(t *testing.T) {
 				continue
 			}
 			w.Launch = quota
-			ta = applied(ta, testDecider.decide(w, at))
+			p := testDecider.decide(w, at)
+			if !p.Status.IsTerminal() && (p.WakeAfter <= 0 || at.Add(p.WakeAfter).After(t0.Add(time.Minute))) {
+				// The refusal's backoff may be longer than the time left.
+				t.Fatalf("retries %d, refused %v after the first: wake %v, past the deadline", retries, at.Sub(t0), p.WakeAfter)
+			}
+			ta = applied(ta, p)
 		}
 		p := testDecider.decide(worldOf(t, ta, resource{}), t0.Add(time.Minute))
 		switch {

@@ -48,17 +48,26 @@ const (
 
 func (v verdict) decides() bool { return v.kind != undecided }
 
-// settleFirst settles the first of vs that decides, after the wake-ups of the
-// undecided ones before it; it says whether one decided.
+// settleFirst settles the first of vs that decides; it says whether one did.
+// The wake-ups the undecided ones before it asked for (a deadline ahead) stay
+// in the plan whatever the verdict's own wait, unless the verdict ended the
+// TaskAction.
 func (d decider) settleFirst(p *Plan, w World, now time.Time, vs ...verdict) bool {
+	var ahead time.Duration
 	for _, v := range vs {
 		if !v.decides() {
-			p.wake(v.wake)
+			if v.wake > 0 && (ahead <= 0 || v.wake < ahead) {
+				ahead = v.wake
+			}
 			continue
 		}
 		d.settle(p, w, now, v)
+		if p.WakeAfter > 0 {
+			p.wake(ahead)
+		}
 		return true
 	}
+	p.wake(ahead)
 	return false
 }
 
