@@ -25,8 +25,9 @@ type verdict struct {
 	// wake asks to look again after this long (0: no wish), whether or not
 	// the verdict decides.
 	wake time.Duration
-	// wakeOnly: the wake replaces every other of the plan (a wait of known
-	// length: a quota backoff, another's cache reservation).
+	// wakeOnly: the wake replaces the plan's other waits (a wait of known
+	// length: a quota backoff, another's cache reservation); a deadline an
+	// earlier policy asked for still stands (settleFirst).
 	wakeOnly bool
 	// quotaRefused counts a launch refused for quota (metrics).
 	quotaRefused bool
