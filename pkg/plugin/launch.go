@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
@@ -81,6 +82,24 @@ func HolderOf(obj metav1.Object, ta *flytev1.TaskAction) Holder {
 
 // OwnedBy says whether ta is obj's controller (HolderOf).
 func OwnedBy(obj metav1.Object, ta *flytev1.TaskAction) bool { return HolderOf(obj, ta) == HeldByThis }
+
+// ReadAttempt reads the attempt's object, name, into obj. started is false,
+// with the observation to report, while the object does not exist or is not
+// this TaskAction's (HolderOf; Launch reports a name conflict): the attempt
+// has not started. kind names the object in messages.
+func ReadAttempt(ctx context.Context, r client.Reader, tc TaskContext, name, kind string, obj client.Object) (notStarted Observation, started bool, err error) {
+	key := types.NamespacedName{Namespace: tc.TaskAction.Namespace, Name: name}
+	if err := r.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Observation{Phase: PhaseNotStarted}, false, nil
+		}
+		return Observation{}, false, fmt.Errorf("get %s %s: %w", kind, key, err)
+	}
+	if !OwnedBy(obj, tc.TaskAction) {
+		return Observation{Phase: PhaseNotStarted, Message: fmt.Sprintf("%s %s is not owned by this TaskAction", kind, key)}, false, nil
+	}
+	return Observation{}, true, nil
+}
 
 // Create creates obj, an attempt's object that ta controls, idempotently: an
 // object of the same name that is already ours is success; one being deleted,

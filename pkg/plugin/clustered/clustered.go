@@ -12,9 +12,7 @@ import (
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -103,15 +101,8 @@ func (p *Plugin) Launch(ctx context.Context, c client.Client, tc plugin.TaskCont
 // JobSet, or one that is not ours, is PhaseNotStarted.
 func (p *Plugin) Observe(ctx context.Context, r client.Reader, tc plugin.TaskContext) (plugin.Observation, error) {
 	js := &jobsetv1alpha2.JobSet{}
-	key := types.NamespacedName{Namespace: tc.TaskAction.Namespace, Name: p.ResourceName(tc)}
-	if err := r.Get(ctx, key, js); err != nil {
-		if apierrors.IsNotFound(err) {
-			return plugin.Observation{Phase: plugin.PhaseNotStarted}, nil
-		}
-		return plugin.Observation{}, fmt.Errorf("get jobset %s: %w", key, err)
-	}
-	if !plugin.OwnedBy(js, tc.TaskAction) {
-		return plugin.Observation{Phase: plugin.PhaseNotStarted, Message: fmt.Sprintf("jobset %s is not owned by this TaskAction", key)}, nil
+	if obs, started, err := plugin.ReadAttempt(ctx, r, tc, p.ResourceName(tc), "jobset", js); !started || err != nil {
+		return obs, err
 	}
 	obs := ObserveJobSet(js, tc.TaskAction, tc.Attempt)
 	var ended time.Time
@@ -121,7 +112,7 @@ func (p *Plugin) Observe(ctx context.Context, r client.Reader, tc plugin.TaskCon
 	links, err := JobSetLogs(tc.Settings.TaskLogs, tc, js, ended)
 	if err != nil {
 		// A link that cannot be rendered is left out; the attempt goes on.
-		log.FromContext(ctx).Info("could not render the JobSet's log links", "jobset", key.String(), "error", err.Error())
+		log.FromContext(ctx).Info("could not render the JobSet's log links", "jobset", js.Name, "error", err.Error())
 	}
 	obs.Logs = links
 	return obs, nil

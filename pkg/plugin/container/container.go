@@ -6,12 +6,9 @@ package container
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/taskaction/executor/pkg/plugin"
@@ -71,16 +68,8 @@ func (p *Plugin) Launch(ctx context.Context, c client.Client, tc plugin.TaskCont
 // ours, is PhaseNotStarted.
 func (p *Plugin) Observe(ctx context.Context, r client.Reader, tc plugin.TaskContext) (plugin.Observation, error) {
 	pod := &corev1.Pod{}
-	key := types.NamespacedName{Namespace: tc.TaskAction.Namespace, Name: p.ResourceName(tc)}
-	if err := r.Get(ctx, key, pod); err != nil {
-		if apierrors.IsNotFound(err) {
-			return plugin.Observation{Phase: plugin.PhaseNotStarted}, nil
-		}
-		return plugin.Observation{}, fmt.Errorf("get pod %s: %w", key, err)
-	}
-	if !plugin.OwnedBy(pod, tc.TaskAction) {
-		// Not this attempt's pod; Launch reports the name conflict.
-		return plugin.Observation{Phase: plugin.PhaseNotStarted, Message: fmt.Sprintf("pod %s is not owned by this TaskAction", key)}, nil
+	if obs, started, err := plugin.ReadAttempt(ctx, r, tc, p.ResourceName(tc), "pod", pod); !started || err != nil {
+		return obs, err
 	}
 	now := tc.Now
 	if now.IsZero() {

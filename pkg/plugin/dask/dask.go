@@ -11,9 +11,7 @@ import (
 	"context"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -116,21 +114,14 @@ func (p *Plugin) Launch(ctx context.Context, c client.Client, tc plugin.TaskCont
 // DaskJob, or one that is not ours, is PhaseNotStarted.
 func (p *Plugin) Observe(ctx context.Context, r client.Reader, tc plugin.TaskContext) (plugin.Observation, error) {
 	job := &daskv1.DaskJob{}
-	key := types.NamespacedName{Namespace: tc.TaskAction.Namespace, Name: p.ResourceName(tc)}
-	if err := r.Get(ctx, key, job); err != nil {
-		if apierrors.IsNotFound(err) {
-			return plugin.Observation{Phase: plugin.PhaseNotStarted}, nil
-		}
-		return plugin.Observation{}, fmt.Errorf("get daskjob %s: %w", key, err)
-	}
-	if !plugin.OwnedBy(job, tc.TaskAction) {
-		return plugin.Observation{Phase: plugin.PhaseNotStarted, Message: fmt.Sprintf("daskjob %s is not owned by this TaskAction", key)}, nil
+	if obs, started, err := plugin.ReadAttempt(ctx, r, tc, p.ResourceName(tc), "daskjob", job); !started || err != nil {
+		return obs, err
 	}
 	obs := ObserveJob(job)
 	links, err := JobLogs(p.logs, tc, job, obs.Phase)
 	if err != nil {
 		// A link that cannot be rendered is left out; the attempt goes on.
-		log.FromContext(ctx).Info("could not render the Dask job's log links", "daskjob", key.String(), "error", err.Error())
+		log.FromContext(ctx).Info("could not render the Dask job's log links", "daskjob", job.Name, "error", err.Error())
 	}
 	obs.Logs = links
 	return obs, nil

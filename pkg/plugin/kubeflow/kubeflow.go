@@ -15,9 +15,7 @@ import (
 	"time"
 
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -184,16 +182,8 @@ func (p *Plugin) Launch(ctx context.Context, c client.Client, tc plugin.TaskCont
 // or one that is not ours, is PhaseNotStarted.
 func (p *Plugin) Observe(ctx context.Context, r client.Reader, tc plugin.TaskContext) (plugin.Observation, error) {
 	obj := p.kind.newObject()
-	key := types.NamespacedName{Namespace: tc.TaskAction.Namespace, Name: p.ResourceName(tc)}
-	if err := r.Get(ctx, key, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return plugin.Observation{Phase: plugin.PhaseNotStarted}, nil
-		}
-		return plugin.Observation{}, fmt.Errorf("get %s %s: %w", p.kind.kind, key, err)
-	}
-	if !plugin.OwnedBy(obj, tc.TaskAction) {
-		// Not this attempt's job; Launch reports the name conflict.
-		return plugin.Observation{Phase: plugin.PhaseNotStarted, Message: fmt.Sprintf("%s %s is not owned by this TaskAction", p.kind.kind, key)}, nil
+	if obs, started, err := plugin.ReadAttempt(ctx, r, tc, p.ResourceName(tc), p.kind.kind, obj); !started || err != nil {
+		return obs, err
 	}
 	now := tc.Now
 	if now.IsZero() {
@@ -206,7 +196,7 @@ func (p *Plugin) Observe(ctx context.Context, r client.Reader, tc plugin.TaskCon
 	links, err := jobLogs(tc.Settings.TaskLogs, tc, j, groups, p.kind.containerName)
 	if err != nil {
 		// A link that cannot be rendered is left out; the attempt goes on.
-		log.FromContext(ctx).Info("could not render the job's log links", "job", key.String(), "error", err.Error())
+		log.FromContext(ctx).Info("could not render the job's log links", "job", obj.GetName(), "error", err.Error())
 	}
 	obs.Logs = links
 	return obs, nil

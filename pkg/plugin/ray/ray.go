@@ -8,11 +8,8 @@ package ray
 
 import (
 	"context"
-	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -116,15 +113,8 @@ func (p *Plugin) Launch(ctx context.Context, c client.Client, tc plugin.TaskCont
 // not ours, is PhaseNotStarted.
 func (p *Plugin) Observe(ctx context.Context, r client.Reader, tc plugin.TaskContext) (plugin.Observation, error) {
 	job := &rayv1.RayJob{}
-	key := types.NamespacedName{Namespace: tc.TaskAction.Namespace, Name: p.ResourceName(tc)}
-	if err := r.Get(ctx, key, job); err != nil {
-		if apierrors.IsNotFound(err) {
-			return plugin.Observation{Phase: plugin.PhaseNotStarted}, nil
-		}
-		return plugin.Observation{}, fmt.Errorf("get rayjob %s: %w", key, err)
-	}
-	if !plugin.OwnedBy(job, tc.TaskAction) {
-		return plugin.Observation{Phase: plugin.PhaseNotStarted, Message: fmt.Sprintf("rayjob %s is not owned by this TaskAction", key)}, nil
+	if obs, started, err := plugin.ReadAttempt(ctx, r, tc, p.ResourceName(tc), "rayjob", job); !started || err != nil {
+		return obs, err
 	}
 	obs := ObserveJob(job)
 	logs := p.logs

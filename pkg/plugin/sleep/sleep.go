@@ -14,9 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
@@ -98,15 +96,8 @@ func (p *Plugin) Launch(ctx context.Context, c client.Client, tc plugin.TaskCont
 // creation, then succeeded as of that moment.
 func (p *Plugin) Observe(ctx context.Context, r client.Reader, tc plugin.TaskContext) (plugin.Observation, error) {
 	cm := &corev1.ConfigMap{}
-	key := types.NamespacedName{Namespace: tc.TaskAction.Namespace, Name: p.ResourceName(tc)}
-	if err := r.Get(ctx, key, cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return plugin.Observation{Phase: plugin.PhaseNotStarted}, nil
-		}
-		return plugin.Observation{}, fmt.Errorf("get configmap %s: %w", key, err)
-	}
-	if !plugin.OwnedBy(cm, tc.TaskAction) {
-		return plugin.Observation{Phase: plugin.PhaseNotStarted, Message: fmt.Sprintf("configmap %s is not owned by this TaskAction", key)}, nil
+	if obs, started, err := plugin.ReadAttempt(ctx, r, tc, p.ResourceName(tc), "configmap", cm); !started || err != nil {
+		return obs, err
 	}
 	return observe(cm, tc.Now), nil
 }

@@ -9,13 +9,10 @@ package spark
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	sparkv1beta2 "github.com/kubeflow/spark-operator/v2/api/v1beta2"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/taskaction/executor/pkg/config"
@@ -119,15 +116,8 @@ func (p *Plugin) Launch(ctx context.Context, c client.Client, tc plugin.TaskCont
 // that is not ours, is PhaseNotStarted.
 func (p *Plugin) Observe(ctx context.Context, r client.Reader, tc plugin.TaskContext) (plugin.Observation, error) {
 	app := &sparkv1beta2.SparkApplication{}
-	key := types.NamespacedName{Namespace: tc.TaskAction.Namespace, Name: p.ResourceName(tc)}
-	if err := r.Get(ctx, key, app); err != nil {
-		if apierrors.IsNotFound(err) {
-			return plugin.Observation{Phase: plugin.PhaseNotStarted}, nil
-		}
-		return plugin.Observation{}, fmt.Errorf("get sparkapplication %s: %w", key, err)
-	}
-	if !plugin.OwnedBy(app, tc.TaskAction) {
-		return plugin.Observation{Phase: plugin.PhaseNotStarted, Message: fmt.Sprintf("sparkapplication %s is not owned by this TaskAction", key)}, nil
+	if obs, started, err := plugin.ReadAttempt(ctx, r, tc, p.ResourceName(tc), "sparkapplication", app); !started || err != nil {
+		return obs, err
 	}
 	return p.observe(app, tc), nil
 }
