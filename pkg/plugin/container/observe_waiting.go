@@ -13,8 +13,8 @@ import (
 )
 
 // pending reads a pod that has not started: unschedulable, a secret mount
-// stuck, waiting
-// containers (the worst decides, with grace periods), or queued.
+// stuck, waiting containers (the worst decides, with grace periods), or
+// queued.
 func pending(pod *corev1.Pod, now time.Time, s plugin.Settings) plugin.Observation {
 	if c := condition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse {
 		return plugin.Observation{Phase: plugin.PhaseWaitingForResources, Message: joinReason(c.Reason, c.Message)}
