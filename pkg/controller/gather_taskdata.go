@@ -13,7 +13,7 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/cache"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/storage"
+	"github.com/taskaction/executor/pkg/storage/layout"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -108,7 +108,7 @@ func (r *Reconciler) readRuntimeError(ctx context.Context, ta *flytev1.TaskActio
 	defer cancel()
 	doc, err := r.Storage.ReadTaskError(ctx, prefix)
 	if err != nil {
-		return &runtimeError{StorageErr: fmt.Errorf("read %s/%s: %w", prefix, storage.ErrorFile, err)}, nil
+		return &runtimeError{StorageErr: fmt.Errorf("read %s/%s: %w", prefix, layout.ErrorFile, err)}, nil
 	}
 	e := &runtimeError{Doc: doc}
 	if !e.found() && pod.Obs.Phase == plugin.PhaseSucceeded && declaresOutputs(t) {
@@ -116,7 +116,7 @@ func (r *Reconciler) readRuntimeError(ctx context.Context, ta *flytev1.TaskActio
 		// reads them at this URI.
 		ok, err := r.Storage.OutputsExist(ctx, prefix)
 		if err != nil {
-			return &runtimeError{StorageErr: fmt.Errorf("check %s/%s: %w", prefix, storage.OutputsFile, err)}, nil
+			return &runtimeError{StorageErr: fmt.Errorf("check %s/%s: %w", prefix, layout.OutputsFile, err)}, nil
 		}
 		e.OutputsMissing = !ok
 		e.OutputURI = task.OutputURI(ta, int32(attempt))

@@ -31,14 +31,6 @@ func (s *Store) span(ctx context.Context, name, uri string) (context.Context, tr
 	return ctx, span
 }
 
-// File names of Flyte's task contract under an input or output prefix
-// (defined in pkg/storage/layout).
-const (
-	InputsFile  = layout.InputsFile
-	OutputsFile = layout.OutputsFile
-	ErrorFile   = layout.ErrorFile
-)
-
 // orGiven is the file's URI that pkg/storage/layout made from given, or given
 // itself where layout made none (given is empty or not a URL), so that the
 // read fails naming what it was given.
@@ -68,7 +60,7 @@ func (s *Store) ReadInputs(ctx context.Context, inputURI string) (_ *core.Litera
 // outputPrefix, as Flyte requires of a succeeded attempt whose task declares
 // outputs.
 func (s *Store) OutputsExist(ctx context.Context, outputPrefix string) (ok bool, err error) {
-	uri := orGiven(layout.Join(outputPrefix, OutputsFile), outputPrefix)
+	uri := orGiven(layout.Join(outputPrefix, layout.OutputsFile), outputPrefix)
 	ctx, span := s.span(ctx, "storage.OutputsExist", uri)
 	defer func() { endExists(span, ok, err) }()
 	return s.Exists(ctx, uri)
@@ -116,7 +108,7 @@ func TaskErrorFromDocument(doc *core.ErrorDocument, uri string) TaskError {
 // recoverable SYSTEM failure (as in Flyte), not an error; only a storage
 // failure or an unreadable file is an error.
 func (s *Store) ReadTaskError(ctx context.Context, outputPrefix string) (_ TaskError, err error) {
-	uri := orGiven(layout.Join(outputPrefix, ErrorFile), outputPrefix)
+	uri := orGiven(layout.Join(outputPrefix, layout.ErrorFile), outputPrefix)
 	ctx, span := s.span(ctx, "storage.ReadTaskError", uri)
 	defer func() { tracing.End(span, err) }()
 	doc := &core.ErrorDocument{}
@@ -134,7 +126,7 @@ func (s *Store) ReadTaskError(ctx context.Context, outputPrefix string) (_ TaskE
 // HasTaskError says whether the attempt left an error.pb under outputPrefix:
 // a container that exits 0 with an error.pb failed (Flyte's user errors).
 func (s *Store) HasTaskError(ctx context.Context, outputPrefix string) (ok bool, err error) {
-	uri := orGiven(layout.Join(outputPrefix, ErrorFile), outputPrefix)
+	uri := orGiven(layout.Join(outputPrefix, layout.ErrorFile), outputPrefix)
 	ctx, span := s.span(ctx, "storage.HasTaskError", uri)
 	defer func() { endExists(span, ok, err) }()
 	return s.Exists(ctx, uri)

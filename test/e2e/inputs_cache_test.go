@@ -19,6 +19,7 @@ import (
 	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
 	"github.com/taskaction/executor/pkg/local"
 	"github.com/taskaction/executor/pkg/storage"
+	"github.com/taskaction/executor/pkg/storage/layout"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -50,7 +51,7 @@ func storedInputs(t *testing.T, st *storage.Store, bucket, ns, run, action strin
 	}
 	inputURI := bucket + "/proj/dev/" + run + "/" + action
 	if x != nil {
-		if err := st.WriteProtobuf(context.Background(), inputURI+"/"+storage.InputsFile, intInputs(*x)); err != nil {
+		if err := st.WriteProtobuf(context.Background(), inputURI+"/"+layout.InputsFile, intInputs(*x)); err != nil {
 			t.Fatal(err)
 		}
 	}

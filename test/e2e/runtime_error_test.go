@@ -14,6 +14,7 @@ import (
 	"github.com/taskaction/executor/pkg/eventsvc/eventsvctest"
 	"github.com/taskaction/executor/pkg/local"
 	"github.com/taskaction/executor/pkg/storage"
+	"github.com/taskaction/executor/pkg/storage/layout"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -34,7 +35,7 @@ func TestRuntimeErrorFile(t *testing.T) {
 		pod := waitPod(t, ns, ta.Name+"-0")
 		doc := &core.ErrorDocument{Error: &core.ContainerError{Code: "ValueError", Message: "x must be positive",
 			Kind: kind, Origin: core.ExecutionError_USER}}
-		if err := st.WriteProtobuf(ctx, task.OutputPrefix(get(t, ns, ta.Name), 1)+"/"+storage.ErrorFile, doc); err != nil {
+		if err := st.WriteProtobuf(ctx, task.OutputPrefix(get(t, ns, ta.Name), 1)+"/"+layout.ErrorFile, doc); err != nil {
 			t.Fatal(err)
 		}
 		kubelet(t, pod, corev1.PodSucceeded, 0)

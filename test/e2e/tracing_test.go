@@ -26,6 +26,7 @@ import (
 	"github.com/taskaction/executor/pkg/local"
 	"github.com/taskaction/executor/pkg/setup"
 	"github.com/taskaction/executor/pkg/storage"
+	"github.com/taskaction/executor/pkg/storage/layout"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tracing"
 )
@@ -203,7 +204,7 @@ func tracedTaskAction(t *testing.T, st *storage.Store, bucket, ns string) *flyte
 	}
 	run, action := "rtrace", "a0"
 	inputURI := bucket + "/proj/dev/" + run + "/" + action
-	if err := st.WriteProtobuf(context.Background(), inputURI+"/"+storage.InputsFile, intInputs(2)); err != nil {
+	if err := st.WriteProtobuf(context.Background(), inputURI+"/"+layout.InputsFile, intInputs(2)); err != nil {
 		t.Fatal(err)
 	}
 	return &flytev1.TaskAction{

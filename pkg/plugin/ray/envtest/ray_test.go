@@ -23,7 +23,7 @@ import (
 	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/plugin/plugintest"
 	"github.com/taskaction/executor/pkg/plugin/ray"
-	"github.com/taskaction/executor/pkg/storage"
+	"github.com/taskaction/executor/pkg/storage/layout"
 	"github.com/taskaction/executor/pkg/task"
 )
 
@@ -129,7 +129,7 @@ func TestRetry(t *testing.T) {
 	doc := &core.ErrorDocument{Error: &core.ContainerError{Code: "ConnectionError", Message: "the object store went away",
 		Kind: core.ContainerError_RECOVERABLE, Origin: core.ExecutionError_USER}}
 	cur := testenv.GetTaskAction(t, k8s, ns, "again")
-	if err := suite.Store(t).WriteProtobuf(ctx, task.OutputPrefix(cur, 1)+"/"+storage.ErrorFile, doc); err != nil {
+	if err := suite.Store(t).WriteProtobuf(ctx, task.OutputPrefix(cur, 1)+"/"+layout.ErrorFile, doc); err != nil {
 		t.Fatal(err)
 	}
 	setStatus(t, first, ended(rayv1.JobDeploymentStatusFailed, rayv1.JobStatusFailed, rayv1.AppFailed, "Job entrypoint command failed with exit code 1"))
