@@ -274,7 +274,7 @@ func TestSearchReport(t *testing.T) {
 		t.Fatal(paths)
 	}
 	md, _ := os.ReadFile(paths[1])
-	if !strings.Contains(string(md), "| floor | 20.0 | p99 create → terminal 40000 ms > 30000 ms |") {
+	if !strings.Contains(string(md), "| floor | 20.0 | 40.0/s: p99 create → terminal 40000 ms > 30000 ms |") {
 		t.Fatalf("markdown:\n%s", md)
 	}
 }

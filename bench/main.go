@@ -82,6 +82,7 @@ type options struct {
 	SearchStep     time.Duration
 	SearchP99      time.Duration
 	SearchMaxSteps int
+	SearchRefine   int
 }
 
 func main() {
@@ -138,6 +139,7 @@ func main() {
 	fs.DurationVar(&o.SearchStep, "search-step", time.Minute, "with --search: how long each rate is held")
 	fs.DurationVar(&o.SearchP99, "search-p99", 30*time.Second, "with --search: the bound on a step's p99 create → terminal")
 	fs.IntVar(&o.SearchMaxSteps, "search-max-steps", 5, "with --search: at most this many steps per controller")
+	fs.IntVar(&o.SearchRefine, "search-refine", 0, "with --search: after the first failing step, this many steps between the highest passing and the lowest failing rate (their geometric mean)")
 	_ = fs.Parse(os.Args[1:])
 	if o.ProfileHarness != "" {
 		f, err := os.Create(o.ProfileHarness)
@@ -191,7 +193,7 @@ func (o *options) check() error {
 	if o.GC && (o.GCInterval <= 0 || o.GCTTL <= 0) {
 		return errors.New("--gc-interval and --gc-ttl must be positive")
 	}
-	if o.Search && (o.SearchStart <= 0 || o.SearchFactor <= 1 || o.SearchStep <= 0 || o.SearchP99 <= 0 || o.SearchMaxSteps <= 0) {
+	if o.Search && (o.SearchStart <= 0 || o.SearchFactor <= 1 || o.SearchStep <= 0 || o.SearchP99 <= 0 || o.SearchMaxSteps <= 0 || o.SearchRefine < 0) {
 		return errors.New("--search needs a positive --search-start, --search-step, --search-p99, --search-max-steps and a --search-factor above 1")
 	}
 	switch o.Mode {
@@ -303,7 +305,7 @@ func run(ctx context.Context, o options) error {
 	if o.Search {
 		rep.Params.N, rep.Params.Rate, rep.Params.GC = 0, 0, false
 		rep.SearchParams = &SearchParams{StartRate: o.SearchStart, Factor: o.SearchFactor, Step: o.SearchStep.String(),
-			P99Bound: o.SearchP99.String(), MaxSteps: o.SearchMaxSteps}
+			P99Bound: o.SearchP99.String(), MaxSteps: o.SearchMaxSteps, Refine: o.SearchRefine}
 		modes = nil
 		for _, m := range []string{"floor", "executor"} {
 			if o.Mode == m || o.Mode == "both" {

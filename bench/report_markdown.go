@@ -328,8 +328,12 @@ func (r *Report) SearchMarkdown() string {
 	sp := r.SearchParams
 	p("# Steady-rate search %s\n\n", r.Started.Format("2006-01-02 15:04 UTC"))
 	p("`%s`\n\n", r.Command)
-	p("Rates from %.1f/s, × %.2f per step, each held %s; a step passes when the harness created at ≥ 90%% of the rate and p99 create → TaskAction terminal ≤ %s (a TaskAction not ended by the last create + the bound counts as above it); the search stops at the first failing step or after %d steps. Each controller on its own fresh control plane. ",
+	p("Rates from %.1f/s, × %.2f per step, each held %s; a step passes when the harness created at ≥ 90%% of the rate and p99 create → TaskAction terminal ≤ %s (a TaskAction not ended by the last create + the bound counts as above it); the search stops at the first failing step or after %d steps. ",
 		sp.StartRate, sp.Factor, sp.Step, sp.P99Bound, sp.MaxSteps)
+	if sp.Refine > 0 {
+		p("Then up to %d finer steps (marked \"finer\"), each at the geometric mean of the highest passing and the lowest failing rate, once every TaskAction created so far has ended. ", sp.Refine)
+	}
+	p("Each controller on its own fresh control plane. ")
 	p("Workload %s, fail fraction %.2f, run delay %s, finish delay %s, %d kwok nodes, client QPS %.0f / burst %d (floor %.0f / %d). ",
 		workloadText(r.Params.Workload), r.Params.FailFraction, r.Params.RunDelay, r.Params.FinishDelay, r.Params.Nodes, r.Params.QPS, r.Params.Burst, r.Params.FloorQPS, r.Params.FloorBurst)
 	p("%s", unrelatedText(r.Params.Unrelated))
@@ -337,8 +341,10 @@ func (r *Report) SearchMarkdown() string {
 	p("| controller | **sustained rate (TaskActions/s)** | stopped because | peak RSS (MiB) |\n|---|---:|---|---:|\n")
 	for _, s := range r.Search {
 		why := "max steps reached"
-		if n := len(s.Steps); n > 0 && !s.Steps[n-1].Pass {
-			why = s.Steps[n-1].Why
+		for _, st := range s.Steps { // the lowest failing rate
+			if !st.Pass && (why == "max steps reached" || st.Refine) {
+				why = fmt.Sprintf("%.1f/s: %s", st.Rate, st.Why)
+			}
 		}
 		if s.Error != "" {
 			why = "error: " + s.Error
@@ -348,7 +354,11 @@ func (r *Report) SearchMarkdown() string {
 	for _, s := range r.Search {
 		p("\n## %s\n\n| target rate (/s) | created | created at (/s) | ended | create → terminal p50 (ms) | p99 (ms) | controller CPU (s) | machine CPUs busy | |\n|---:|---:|---:|---:|---:|---:|---:|---:|---|\n", s.Mode)
 		for _, st := range s.Steps {
-			p("| %.1f | %d | %.1f | %d | %.0f | %.0f | %.1f | %.2f | %s |\n", st.Rate, st.Created, st.CreateRate, st.Ended,
+			finer := ""
+			if st.Refine {
+				finer = " (finer)"
+			}
+			p("| %.1f%s | %d | %.1f | %d | %.0f | %.0f | %.1f | %.2f | %s |\n", st.Rate, finer, st.Created, st.CreateRate, st.Ended,
 				st.CreateToTerminalMS.P50, st.CreateToTerminalMS.P99, st.CPUSeconds, st.MachineBusy, passText(st))
 		}
 	}

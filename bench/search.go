@@ -14,6 +14,9 @@ type SearchParams struct {
 	Step      string  `json:"stepDuration"`
 	P99Bound  string  `json:"p99BoundCreateToTerminal"`
 	MaxSteps  int     `json:"maxSteps"`
+	// Refine is how many steps follow the first failing one, each between
+	// the highest passing and the lowest failing rate.
+	Refine int `json:"refineSteps,omitempty"`
 }
 
 // SearchStep is one rate held for one step's duration.
@@ -31,6 +34,8 @@ type SearchStep struct {
 	MachineBusy float64 `json:"machineBusyFraction"`
 	Pass        bool    `json:"pass"`
 	Why         string  `json:"why,omitempty"`
+	// Refine: a step of the finer search between a passing and a failing rate.
+	Refine bool `json:"refine,omitempty"`
 }
 
 // SearchResult is one controller's steady-rate search.
@@ -53,7 +58,11 @@ type SearchResult struct {
 // harness created at ≥ 90% of the rate and the p99 of its TaskActions'
 // create → terminal is within the bound; its stragglers have until the last
 // create + the bound to end, and count above the bound if they do not.
-// TaskActions of earlier steps stay (ended) in the API server and the caches.
+// Then, with o.SearchRefine, that many steps narrow the edge: each at the
+// geometric mean of the highest passing and the lowest failing rate, once
+// every TaskAction created so far has ended (a backlog left by the failing
+// step would fail the next one for it). TaskActions of earlier steps stay
+// (ended) in the API server and the caches.
 func runSearch(ctx context.Context, o options, mode string) (*SearchResult, error) {
 	res := &SearchResult{Mode: mode}
 	s, err := startSession(ctx, o, mode, math.MaxInt32)
@@ -62,79 +71,135 @@ func runSearch(ctx context.Context, o options, mode string) (*SearchResult, erro
 	}
 	defer s.close()
 	next := 0
-	rate := o.SearchStart
-	for range o.SearchMaxSteps {
+	step := func(rate float64, refine bool) (*SearchStep, error) {
 		n := max(1, int(math.Round(rate*o.SearchStep.Seconds())))
 		first := next
 		next += n
-		st := &SearchStep{Rate: round3(rate), Created: n}
+		st := &SearchStep{Rate: round3(rate), Created: n, Refine: refine}
 		res.Steps = append(res.Steps, st)
-		before, _ := readProc(s.cp.p.Pid())
-		machineBefore, _ := readMachineCPU()
-		logf("search %s: %.1f TaskActions/s for %s (%d)", mode, rate, o.SearchStep, n)
-		t0 := time.Now()
-		if err := createAll(ctx, o, s.cl, s.ob, first, n, rate, s.bucket()); err != nil {
+		return st, s.holdRate(ctx, st, first, res)
+	}
+	pass, fail := 0.0, 0.0 // the highest passing rate, the lowest failing one
+	rate := o.SearchStart
+	for range o.SearchMaxSteps {
+		st, err := step(rate, false)
+		if err != nil {
 			return res, err
 		}
-		lastCreate := time.Now()
-		st.CreateRate = round3(float64(n) / lastCreate.Sub(t0).Seconds())
-		deadline := lastCreate.Add(o.SearchP99 + time.Second)
-		for {
-			ended := s.stepEnded(first, n)
-			if ended == n || time.Now().After(deadline) {
-				break
-			}
-			if s.cp.p.Exited() {
-				return res, s.cp.p.ExitError()
-			}
-			select {
-			case <-time.After(500 * time.Millisecond):
-			case <-ctx.Done():
-				return res, ctx.Err()
-			}
-		}
-		now := time.Now()
-		var e2e []float64
-		s.ob.mu.Lock()
-		for i := first; i < first+n; i++ {
-			r := s.ob.recs[taskActionName(o, i)]
-			switch {
-			case r == nil || r.created.IsZero():
-			case r.taTerminal.IsZero():
-				e2e = append(e2e, ms(now.Sub(r.created)))
-			default:
-				st.Ended++
-				e2e = append(e2e, ms(r.taTerminal.Sub(r.created)))
-			}
-		}
-		s.ob.mu.Unlock()
-		st.CreateToTerminalMS = percentiles(e2e)
-		after, _ := readProc(s.cp.p.Pid())
-		st.CPUSeconds = round3(after.CPUSeconds - before.CPUSeconds)
-		if machineAfter, err := readMachineCPU(); err == nil {
-			_, share := machineAfter.since(machineBefore)
-			st.MachineBusy = round3(share)
-		}
-		res.PeakRSSMiB = float64(after.PeakRSSKiB) / 1024
-		bound := float64(o.SearchP99.Milliseconds())
-		switch {
-		case st.CreateRate < 0.9*rate:
-			st.Why = fmt.Sprintf("the harness created at %.1f/s only", st.CreateRate)
-			res.HarnessBound = true
-		case st.CreateToTerminalMS.P99 > bound:
-			st.Why = fmt.Sprintf("p99 create → terminal %.0f ms > %.0f ms (%d of %d ended)", st.CreateToTerminalMS.P99, bound, st.Ended, n)
-		default:
-			st.Pass = true
-			res.SustainedRate = st.Rate
-		}
-		logf("search %s: %.1f/s: created at %.1f/s, %d of %d ended, p50/p99 %.0f/%.0f ms, CPU %.1fs, machine busy %.2f: %s",
-			mode, rate, st.CreateRate, st.Ended, n, st.CreateToTerminalMS.P50, st.CreateToTerminalMS.P99, st.CPUSeconds, st.MachineBusy, passText(st))
 		if !st.Pass {
+			fail = rate
 			break
 		}
+		pass = rate
 		rate *= o.SearchFactor
 	}
+	for range o.SearchRefine {
+		if pass == 0 || fail == 0 || res.HarnessBound {
+			break
+		}
+		if !s.drained(ctx, next, 2*o.SearchP99) {
+			logf("search %s: the earlier steps' TaskActions did not all end within %s; no finer step", mode, 2*o.SearchP99)
+			break
+		}
+		rate := refineRate(pass, fail)
+		if rate <= pass || rate >= fail {
+			break // the edge is as narrow as one decimal
+		}
+		st, err := step(rate, true)
+		if err != nil {
+			return res, err
+		}
+		if st.Pass {
+			pass = rate
+		} else {
+			fail = rate
+		}
+	}
 	return res, nil
+}
+
+// refineRate is the next rate of the finer search between a passing and a
+// failing rate: their geometric mean (the coarse steps are a geometric
+// series), to one decimal.
+func refineRate(pass, fail float64) float64 {
+	return math.Round(math.Sqrt(pass*fail)*10) / 10
+}
+
+// holdRate creates the step's TaskActions at its rate, waits for them (until
+// the last create + the bound) and judges the step.
+func (s *session) holdRate(ctx context.Context, st *SearchStep, first int, res *SearchResult) error {
+	o, mode, rate, n := s.o, res.Mode, st.Rate, st.Created
+	before, _ := readProc(s.cp.p.Pid())
+	machineBefore, _ := readMachineCPU()
+	logf("search %s: %.1f TaskActions/s for %s (%d)", mode, rate, o.SearchStep, n)
+	t0 := time.Now()
+	if err := createAll(ctx, o, s.cl, s.ob, first, n, rate, s.bucket()); err != nil {
+		return err
+	}
+	lastCreate := time.Now()
+	st.CreateRate = round3(float64(n) / lastCreate.Sub(t0).Seconds())
+	if err := s.waitEnded(ctx, first, n, lastCreate.Add(o.SearchP99+time.Second)); err != nil {
+		return err
+	}
+	now := time.Now()
+	var e2e []float64
+	s.ob.mu.Lock()
+	for i := first; i < first+n; i++ {
+		r := s.ob.recs[taskActionName(o, i)]
+		switch {
+		case r == nil || r.created.IsZero():
+		case r.taTerminal.IsZero():
+			e2e = append(e2e, ms(now.Sub(r.created)))
+		default:
+			st.Ended++
+			e2e = append(e2e, ms(r.taTerminal.Sub(r.created)))
+		}
+	}
+	s.ob.mu.Unlock()
+	st.CreateToTerminalMS = percentiles(e2e)
+	after, _ := readProc(s.cp.p.Pid())
+	st.CPUSeconds = round3(after.CPUSeconds - before.CPUSeconds)
+	if machineAfter, err := readMachineCPU(); err == nil {
+		_, share := machineAfter.since(machineBefore)
+		st.MachineBusy = round3(share)
+	}
+	res.PeakRSSMiB = float64(after.PeakRSSKiB) / 1024
+	bound := float64(o.SearchP99.Milliseconds())
+	switch {
+	case st.CreateRate < 0.9*rate:
+		st.Why = fmt.Sprintf("the harness created at %.1f/s only", st.CreateRate)
+		res.HarnessBound = true
+	case st.CreateToTerminalMS.P99 > bound:
+		st.Why = fmt.Sprintf("p99 create → terminal %.0f ms > %.0f ms (%d of %d ended)", st.CreateToTerminalMS.P99, bound, st.Ended, n)
+	default:
+		st.Pass = true
+		res.SustainedRate = max(res.SustainedRate, st.Rate)
+	}
+	logf("search %s: %.1f/s: created at %.1f/s, %d of %d ended, p50/p99 %.0f/%.0f ms, CPU %.1fs, machine busy %.2f: %s",
+		mode, rate, st.CreateRate, st.Ended, n, st.CreateToTerminalMS.P50, st.CreateToTerminalMS.P99, st.CPUSeconds, st.MachineBusy, passText(st))
+	return nil
+}
+
+// waitEnded waits until the n TaskActions from first have ended or the
+// deadline passed.
+func (s *session) waitEnded(ctx context.Context, first, n int, deadline time.Time) error {
+	for s.stepEnded(first, n) < n && time.Now().Before(deadline) {
+		if s.cp.p.Exited() {
+			return s.cp.p.ExitError()
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// drained says whether all n TaskActions created so far have ended, waiting
+// up to wait for them.
+func (s *session) drained(ctx context.Context, n int, wait time.Duration) bool {
+	return s.waitEnded(ctx, 0, n, time.Now().Add(wait)) == nil && s.stepEnded(0, n) == n
 }
 
 func (s *session) stepEnded(first, n int) int {

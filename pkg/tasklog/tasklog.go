@@ -159,22 +159,36 @@ func New(cfg config.TaskLogConfig) (*Renderer, error) {
 // variable is one template variable: {{ .name }} or {{ $name }}, any case.
 type variable struct{ name, value string }
 
-// vars are the variables of in, in the order they are applied.
-func (in Input) vars() []variable {
-	v := func(name, value string) variable { return variable{name, value} }
-	out := []variable{v("logName", in.LogName)}
-	extra := make([]string, 0, len(in.Extra))
-	for k := range in.Extra {
-		extra = append(extra, k)
+// vars are the variables of an Input, looked up by name (any case) when a
+// template asks for one: most templates use two or three of them, and links
+// are rendered for every report of an attempt. The first with a value wins,
+// in this order: logName, Extra (by name), the pod's and the task's facts,
+// then (for dynamic links) the task config's entries.
+type vars struct {
+	in         *Input
+	extra      []variable // Extra, sorted by name
+	taskConfig []variable // "taskConfig.<key>", sorted; dynamic links only
+}
+
+func newVars(in *Input) *vars {
+	v := &vars{in: in}
+	for _, k := range slices.Sorted(maps.Keys(in.Extra)) {
+		v.extra = append(v.extra, variable{k, in.Extra[k]})
 	}
-	sort.Strings(extra)
-	for _, k := range extra {
-		out = append(out, v(k, in.Extra[k]))
+	return v
+}
+
+// withTaskConfig is v with the task config's entries as variables.
+func (v *vars) withTaskConfig() *vars {
+	w := *v
+	for _, k := range slices.Sorted(maps.Keys(v.in.TaskConfig)) {
+		w.taskConfig = append(w.taskConfig, variable{taskConfigPrefix + k, v.in.TaskConfig[k]})
 	}
-	containerID := in.ContainerID
-	if _, id, ok := strings.Cut(containerID, "://"); ok {
-		containerID = id
-	}
+	return &w
+}
+
+// fact is the value of a built-in variable, by its lower-case name.
+func (in *Input) fact(name string) string {
 	unix := func(t time.Time) string {
 		if t.IsZero() {
 			return "0"
@@ -187,18 +201,58 @@ func (in Input) vars() []variable {
 		}
 		return t.UTC().Format(time.RFC3339)
 	}
-	return append(out,
-		v("podName", in.PodName), v("podUID", in.PodUID), v("namespace", in.Namespace),
-		v("containerName", in.ContainerName), v("containerID", containerID), v("hostname", in.HostName),
-		v("nodeID", in.NodeID), v("generatedName", in.GeneratedName),
-		v("taskRetryAttempt", strconv.FormatUint(uint64(in.RetryAttempt), 10)),
-		v("taskID", in.Task.GetName()), v("taskVersion", in.Task.GetVersion()), v("taskOrg", in.Task.GetOrg()),
-		v("taskProject", in.Task.GetProject()), v("taskDomain", in.Task.GetDomain()),
-		v("executionName", in.Run), v("runName", in.Run), v("actionName", in.Action),
-		v("executionProject", in.Project), v("executionDomain", in.Domain), v("executionOrg", in.Org),
-		v("podRFC3339StartTime", rfc(in.PodStart)), v("podRFC3339FinishTime", rfc(in.PodFinish)),
-		v("podUnixStartTime", unix(in.PodStart)), v("podUnixFinishTime", unix(in.PodFinish)),
-	)
+	switch name {
+	case "podname":
+		return in.PodName
+	case "poduid":
+		return in.PodUID
+	case "namespace":
+		return in.Namespace
+	case "containername":
+		return in.ContainerName
+	case "containerid":
+		if _, id, ok := strings.Cut(in.ContainerID, "://"); ok {
+			return id
+		}
+		return in.ContainerID
+	case "hostname":
+		return in.HostName
+	case "nodeid":
+		return in.NodeID
+	case "generatedname":
+		return in.GeneratedName
+	case "taskretryattempt":
+		return strconv.FormatUint(uint64(in.RetryAttempt), 10)
+	case "taskid":
+		return in.Task.GetName()
+	case "taskversion":
+		return in.Task.GetVersion()
+	case "taskorg":
+		return in.Task.GetOrg()
+	case "taskproject":
+		return in.Task.GetProject()
+	case "taskdomain":
+		return in.Task.GetDomain()
+	case "executionname", "runname":
+		return in.Run
+	case "actionname":
+		return in.Action
+	case "executionproject":
+		return in.Project
+	case "executiondomain":
+		return in.Domain
+	case "executionorg":
+		return in.Org
+	case "podrfc3339starttime":
+		return rfc(in.PodStart)
+	case "podrfc3339finishtime":
+		return rfc(in.PodFinish)
+	case "podunixstarttime":
+		return unix(in.PodStart)
+	case "podunixfinishtime":
+		return unix(in.PodFinish)
+	}
+	return ""
 }
 
 // render substitutes vars in s in one pass (links are rendered for every
@@ -206,12 +260,12 @@ func (in Input) vars() []variable {
 // variable's name in any case, spaces, "}}"; the first variable of that name
 // with a value replaces it, and a placeholder of none is left as written.
 // Values are not scanned again.
-func render(s string, vars []variable) string {
+func render(s string, vars *vars) string {
 	var b strings.Builder
 	done := 0 // s[:done] is in b
 	for i := strings.Index(s, "{{"); i >= 0; {
 		if name, n, ok := placeholder(s[i:]); ok {
-			if value, ok := lookup(vars, name); ok {
+			if value, ok := vars.lookup(name); ok {
 				b.WriteString(s[done:i])
 				b.WriteString(value)
 				done = i + n
@@ -266,10 +320,23 @@ func skipSpaces(t string, k int) int {
 
 // lookup is the value of the first variable named name (any case) that has
 // one. A task config entry may be written .taskConfig.key or .taskConfig$key.
-func lookup(vars []variable, name string) (string, bool) {
+func (v *vars) lookup(name string) (string, bool) {
 	if p := len(taskConfigPrefix) - 1; len(name) > p && name[p] == '$' && strings.EqualFold(name[:p], taskConfigPrefix[:p]) {
 		name = taskConfigPrefix + name[p+1:]
 	}
+	if v.in.LogName != "" && strings.EqualFold(name, "logName") {
+		return v.in.LogName, true
+	}
+	if value, ok := firstOf(v.extra, name); ok {
+		return value, true
+	}
+	if value := v.in.fact(strings.ToLower(name)); value != "" {
+		return value, true
+	}
+	return firstOf(v.taskConfig, name)
+}
+
+func firstOf(vars []variable, name string) (string, bool) {
 	for _, v := range vars {
 		if v.value != "" && strings.EqualFold(v.name, name) {
 			return v.value, true
@@ -282,18 +349,18 @@ const taskConfigPrefix = "taskConfig."
 
 // Links renders every link of in.
 func (r *Renderer) Links(in Input) ([]*core.TaskLog, error) {
-	vars := in.vars()
+	vs := newVars(&in)
 	var out []*core.TaskLog
 	// The task's own links come first, as dashboards.
 	for _, l := range in.TaskLinks {
-		out = append(out, &core.TaskLog{Uri: render(l.GetUri(), vars), Name: render(l.GetName(), vars) + render(in.LogName, vars),
+		out = append(out, &core.TaskLog{Uri: render(l.GetUri(), vs), Name: render(l.GetName(), vs) + render(in.LogName, vs),
 			MessageFormat: l.GetMessageFormat(), LinkType: core.TaskLog_DASHBOARD, IconUri: l.GetIconUri(), Ready: true})
 	}
 	kinds := dynamicKinds(in)
-	var dv []variable // vars and the task config's entries, for dynamic links
+	var dv *vars // vars and the task config's entries, for dynamic links
 	for _, t := range r.templates {
 		if t.azureQuery != nil {
-			q, err := azureQuery(render(*t.azureQuery, vars))
+			q, err := azureQuery(render(*t.azureQuery, vs))
 			if err != nil {
 				return nil, err
 			}
@@ -303,7 +370,7 @@ func (r *Renderer) Links(in Input) ([]*core.TaskLog, error) {
 			continue
 		}
 		for _, uri := range t.uris {
-			out = append(out, &core.TaskLog{Uri: render(uri, vars), Name: render(t.display, vars) + render(in.LogName, vars),
+			out = append(out, &core.TaskLog{Uri: render(uri, vs), Name: render(t.display, vs) + render(in.LogName, vs),
 				MessageFormat: t.format, ShowWhilePending: t.showPending, HideOnceFinished: t.hideEnd,
 				LinkType: t.linkType, IconUri: t.icon, Ready: true})
 		}
@@ -315,10 +382,7 @@ func (r *Renderer) Links(in Input) ([]*core.TaskLog, error) {
 			lt = core.TaskLog_IDE
 		}
 		if dv == nil {
-			dv = slices.Clip(vars)
-			for _, k := range slices.Sorted(maps.Keys(in.TaskConfig)) {
-				dv = append(dv, variable{taskConfigPrefix + k, in.TaskConfig[k]})
-			}
+			dv = vs.withTaskConfig()
 		}
 		for _, uri := range t.dynamicURIs {
 			out = append(out, &core.TaskLog{Uri: render(uri, dv), Name: t.display + in.LogName, MessageFormat: t.format,

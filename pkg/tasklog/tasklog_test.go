@@ -158,10 +158,15 @@ func TestPlaceholders(t *testing.T) {
 		// A value is not a template: the run's name is not rendered again.
 		{"{{ .runName }}", "{{ .podName }}"},
 		{"{{ .taskConfig.port }}", "{{ .taskConfig.port }}"}, // task config only in dynamic links
+		// Extra variables come before the pod's facts; an empty one does not count.
+		{"{{ .executionDomain }}|{{ .hostname }}|{{ .shard }}|{{ .logName }}", "dom-extra|node-7|{{ .shard }}| (main)"},
+		{"{{ .containerId }}", "abc"}, // the runtime's prefix dropped
 	} {
 		in := input()
 		in.Run = "{{ .podName }}"
 		in.TaskConfig = map[string]string{"port": "8080"}
+		in.Extra = map[string]string{"EXECUTIONDOMAIN": "dom-extra", "shard": "", "hostname": ""}
+		in.HostName, in.ContainerID, in.LogName = "node-7", "containerd://abc", " (main)"
 		links := render(t, config.TaskLogConfig{Templates: []config.TaskLogTemplate{{TemplateURIs: []string{tc.uri}}}}, in)
 		if got := links[0].GetUri(); got != tc.want {
 			t.Errorf("%q rendered %q, want %q", tc.uri, got, tc.want)

@@ -1,6 +1,7 @@
 package container
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 
@@ -88,16 +89,37 @@ func sortedEnv(m map[string]string) []corev1.EnvVar {
 // earlier one (as the kubelet resolves duplicates). A name keeps the position
 // of its first appearance, so $(VAR) references keep working.
 func MergeEnv(layers ...[]corev1.EnvVar) []corev1.EnvVar {
-	var out []corev1.EnvVar
-	pos := map[string]int{}
+	n := 0
+	for _, layer := range layers {
+		n += len(layer)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]corev1.EnvVar, 0, n)
+	var pos map[string]int // a few dozen are scanned; a map bounds a template's thousands
+	if n > 64 {
+		pos = make(map[string]int, n)
+	}
 	for _, layer := range layers {
 		for _, e := range layer {
-			e = *e.DeepCopy()
-			if i, ok := pos[e.Name]; ok {
+			if e.ValueFrom != nil {
+				e.ValueFrom = e.ValueFrom.DeepCopy() // the only part shared by reference
+			}
+			i, ok := -1, false
+			if pos != nil {
+				i, ok = pos[e.Name]
+			} else {
+				i = slices.IndexFunc(out, func(o corev1.EnvVar) bool { return o.Name == e.Name })
+				ok = i >= 0
+			}
+			if ok {
 				out[i] = e
 				continue
 			}
-			pos[e.Name] = len(out)
+			if pos != nil {
+				pos[e.Name] = len(out)
+			}
 			out = append(out, e)
 		}
 	}

@@ -1,6 +1,7 @@
 package container
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -83,5 +84,47 @@ func TestEnv(t *testing.T) {
 	}
 	if _, ok := envMap(pod.Spec.Containers[0])["FLYTE_INTERNAL_TASK_NAME"]; ok {
 		t.Error("FLYTE_INTERNAL_TASK_NAME without a task identity")
+	}
+}
+
+// TestMergeEnv: a later definition replaces an earlier one in its first
+// place, whether the names are scanned (a few) or indexed (many), and the
+// result shares nothing mutable with its layers.
+func TestMergeEnv(t *testing.T) {
+	ref := func(key string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: key}}
+	}
+	base := []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", ValueFrom: ref("status.podIP")}, {Name: "C", Value: "3"}}
+	over := []corev1.EnvVar{{Name: "B", Value: "2"}, {Name: "D", Value: "4"}, {Name: "A", Value: "one"}}
+	want := []corev1.EnvVar{{Name: "A", Value: "one"}, {Name: "B", Value: "2"}, {Name: "C", Value: "3"}, {Name: "D", Value: "4"}}
+	if got := MergeEnv(base, over); !reflect.DeepEqual(got, want) {
+		t.Errorf("MergeEnv = %v, want %v", got, want)
+	}
+	if got := MergeEnv(nil, []corev1.EnvVar{}); got != nil {
+		t.Errorf("MergeEnv of nothing = %v, want nil", got)
+	}
+
+	got := MergeEnv(base)
+	got[1].ValueFrom.FieldRef.FieldPath = "changed"
+	if base[1].ValueFrom.FieldRef.FieldPath != "status.podIP" {
+		t.Error("MergeEnv's result shares a ValueFrom with its layer")
+	}
+
+	// Many names take the indexed path; the answer is the same.
+	var many, manyOver, manyWant []corev1.EnvVar
+	for i := range 200 {
+		name := fmt.Sprintf("V%03d", i)
+		many = append(many, corev1.EnvVar{Name: name, Value: "old"})
+		v := "old"
+		if i%3 == 0 {
+			manyOver = append(manyOver, corev1.EnvVar{Name: name, Value: "new"})
+			v = "new"
+		}
+		manyWant = append(manyWant, corev1.EnvVar{Name: name, Value: v})
+	}
+	manyOver = append(manyOver, corev1.EnvVar{Name: "LAST", Value: "x"})
+	manyWant = append(manyWant, corev1.EnvVar{Name: "LAST", Value: "x"})
+	if got := MergeEnv(many, manyOver); !reflect.DeepEqual(got, manyWant) {
+		t.Errorf("MergeEnv of many: got %d vars, first diff not shown; want %d", len(got), len(manyWant))
 	}
 }
