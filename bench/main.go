@@ -309,8 +309,10 @@ func run(ctx context.Context, o options) error {
 		modes = nil
 		for _, m := range []string{"floor", "executor"} {
 			if o.Mode == m || o.Mode == "both" {
-				logf("=== search %s", m)
+				q := waitQuiet(ctx)
+				logf("=== search %s; waited %.0fs for a quiet machine (busy %.2f)", m, q.WaitSeconds, q.BusyShare)
 				res, err := runSearch(ctx, o, m)
+				res.Quiet = &q
 				if err != nil {
 					if ctx.Err() != nil {
 						return err
@@ -338,11 +340,13 @@ func run(ctx context.Context, o options) error {
 			logf("=== round %d of %d", round, o.Rounds)
 		}
 		for _, m := range order {
-			logf("=== mode %s: %d TaskActions (rate %v/s, fail fraction %.2f)", m, o.N, o.Rate, o.FailFraction)
+			q := waitQuiet(ctx)
+			logf("=== mode %s: %d TaskActions (rate %v/s, fail fraction %.2f); waited %.0fs for a quiet machine (busy %.2f)", m, o.N, o.Rate, o.FailFraction, q.WaitSeconds, q.BusyShare)
 			res, err := runMode(ctx, o, m)
 			if res == nil {
 				res = &ModeResult{Mode: m}
 			}
+			res.Quiet = &q
 			if o.Rounds > 1 {
 				res.Round = round
 			}

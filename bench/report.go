@@ -184,6 +184,10 @@ type RoundResult struct {
 	Ratio             float64 `json:"ratio"`
 	// MachineCPURatio is the executor's machine CPU per TaskAction over the floor's.
 	MachineCPURatio float64 `json:"machineCPUPerTaskActionRatio"`
+	// ControllerCPURatio and APIServerCPURatio: the controller's own CPU
+	// per TaskAction, and kube-apiserver's, executor over floor.
+	ControllerCPURatio float64 `json:"controllerCPUPerTaskActionRatio,omitempty"`
+	APIServerCPURatio  float64 `json:"apiServerCPUPerTaskActionRatio,omitempty"`
 }
 
 // roundResults pairs the floor and executor runs of each round, in round
@@ -220,6 +224,12 @@ func roundResults(modes []*ModeResult) []RoundResult {
 		if fl.MachineCPUSeconds > 0 && fl.N > 0 && ex.N > 0 {
 			rr.MachineCPURatio = round3(ex.MachineCPUSeconds / float64(ex.N) / (fl.MachineCPUSeconds / float64(fl.N)))
 		}
+		if fl.CPUSecondsPerTA > 0 {
+			rr.ControllerCPURatio = round3(ex.CPUSecondsPerTA / fl.CPUSecondsPerTA)
+		}
+		if fl.APIServerCPUMsPerTA > 0 {
+			rr.APIServerCPURatio = round3(ex.APIServerCPUMsPerTA / fl.APIServerCPUMsPerTA)
+		}
 		out = append(out, rr)
 	}
 	return out
@@ -244,7 +254,9 @@ func medianRound(rs []RoundResult) (round int, median float64) {
 type ModeResult struct {
 	Mode string `json:"mode"`
 	// Round is the mode's round of --rounds (1-based; 0 for a single round).
-	Round              int    `json:"round,omitempty"`
+	Round int `json:"round,omitempty"`
+	// Quiet is the wait for a quiet machine before the mode started.
+	Quiet              *Quiet `json:"quietBefore,omitempty"`
 	Workload           string `json:"workload,omitempty"`
 	Error              string `json:"error,omitempty"`
 	N                  int    `json:"n"`

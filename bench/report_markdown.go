@@ -38,9 +38,15 @@ func (r *Report) Markdown(png string) string {
 	if len(r.Rounds) > 0 {
 		round, median := medianRound(r.Rounds)
 		p("## Rounds\n\n%d rounds, each a floor run and an executor run on fresh control planes, alternating which goes first; each round's executor is compared with that round's floor only. **Median ratio %.2f**; the table after this one is round %d's, the median round.\n\n", len(r.Rounds), median, round)
-		p("| round | first | floor TaskActions/s | executor TaskActions/s | executor ÷ floor | machine CPU / TaskAction, executor ÷ floor |\n|---:|---|---:|---:|---:|---:|\n")
+		p("| round | first | floor TaskActions/s | executor TaskActions/s | executor ÷ floor | CPU / TaskAction, executor ÷ floor: machine | controller | kube-apiserver |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, rr := range r.Rounds {
-			p("| %d | %s | %.1f | %.1f | %.2f | %.2f |\n", rr.Round, rr.First, rr.FloorPerSecond, rr.ExecutorPerSecond, rr.Ratio, rr.MachineCPURatio)
+			p("| %d | %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |\n", rr.Round, rr.First, rr.FloorPerSecond, rr.ExecutorPerSecond, rr.Ratio, rr.MachineCPURatio, rr.ControllerCPURatio, rr.APIServerCPURatio)
+		}
+		if len(r.Rounds)%2 == 1 {
+			p("\n(An odd number of rounds: one controller went first once more than the other.)\n")
+		}
+		if q := quietText(r.Modes); q != "" {
+			p("\n%s\n", q)
 		}
 		p("\n")
 	}
@@ -384,6 +390,30 @@ func rateText(r float64) string {
 func short(s string) string {
 	if len(s) > 12 {
 		return s[:12]
+	}
+	return s
+}
+
+// quietText says how long the modes waited for a quiet machine before they
+// started ("" if none waited).
+func quietText(modes []*ModeResult) string {
+	var waits []string
+	notQuiet := 0
+	for _, m := range modes {
+		if m.Quiet == nil {
+			continue
+		}
+		waits = append(waits, fmt.Sprintf("%.0f", m.Quiet.WaitSeconds))
+		if m.Quiet.NotQuiet {
+			notQuiet++
+		}
+	}
+	if len(waits) == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("Before each run the harness waited for a quiet machine (busy share below %.2f for %d s in a row): %s s, in run order.", quietBusyShare, quietSeconds, strings.Join(waits, ", "))
+	if notQuiet > 0 {
+		s += fmt.Sprintf(" %d run(s) started after the %s bound without quiet.", notQuiet, quietMax)
 	}
 	return s
 }

@@ -47,8 +47,10 @@ type SearchResult struct {
 	SustainedRate float64 `json:"sustainedRatePerSecond"`
 	// HarnessBound: the search stopped because the harness could not create
 	// at the next rate, not because the controller failed it.
-	HarnessBound bool    `json:"harnessBound,omitempty"`
-	PeakRSSMiB   float64 `json:"peakRSSMiB"`
+	HarnessBound bool `json:"harnessBound,omitempty"`
+	// Quiet is the wait for a quiet machine before the search started.
+	Quiet      *Quiet  `json:"quietBefore,omitempty"`
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
 }
 
 // runSearch holds the controller, on one fresh control plane, at rising
