@@ -39,7 +39,9 @@ func (a TaskActionAdmission) Handle(_ context.Context, req admission.Request) ad
 		return admission.Allowed("")
 	}
 	ta := &flytev1.TaskAction{}
-	if err := json.Unmarshal(req.Object.Raw, ta); err != nil {
+	// The bounded decoder at once: json.Unmarshal would scan the object
+	// once more before handing it over.
+	if err := ta.UnmarshalJSON(req.Object.Raw); err != nil {
 		// Not an object: the API server's own decoding refuses it.
 		return admission.Allowed("left to the schema validation")
 	}
@@ -75,7 +77,7 @@ func (v TaskActionValidator) Handle(_ context.Context, req admission.Request) ad
 		return admission.Allowed("")
 	}
 	ta := &flytev1.TaskAction{}
-	if err := json.Unmarshal(req.Object.Raw, ta); err != nil {
+	if err := ta.UnmarshalJSON(req.Object.Raw); err != nil {
 		return admission.Denied(field.Invalid(field.NewPath("spec"), "", "does not decode: "+decodeReason(err)).Error())
 	}
 	return v.check(ta)
