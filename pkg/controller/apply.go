@@ -206,8 +206,6 @@ func (r *Reconciler) warn(ta *flytev1.TaskAction, reason, action, note string) {
 	}
 }
 
-func equalPodStatus(a, b *corev1.Pod) bool { return equality.Semantic.DeepEqual(a.Status, b.Status) }
-
 // patchMeta changes labels or finalizers with a JSON patch that tests the
 // finalizer list it replaces: a concurrent change of that list fails the patch
 // (and the reconcile retries), while unrelated writes (status, other labels)

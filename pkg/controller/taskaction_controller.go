@@ -259,8 +259,9 @@ func (r *Reconciler) saturated() bool {
 func UnderPressure() bool { return metrics.APIPressureWithin(pressureMemory) }
 
 // objectChanges passes the events of an attempt's object that can change its
-// phase: a pod's status or deletion (any change of another kind: they are few
-// and change seldom); and creations, except the event of a create of ours
+// phase: a pod's status or deletion, but not its scheduling alone
+// (podChangeMatters; any change of another kind: they are few and change
+// seldom); and creations, except the event of a create of ours
 // that no reconcile waits for (the launching reconcile had the object from
 // its create's answer; a reconcile that found the cache behind the launch
 // waits for it, and wakeCacheLag is only the safety net).
@@ -275,7 +276,7 @@ func objectChanges(created *readYourWrites) predicate.Funcs {
 			if !ok1 || !ok2 {
 				return e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
 			}
-			return !equalPodStatus(o, n) || !o.DeletionTimestamp.Equal(n.DeletionTimestamp)
+			return podChangeMatters(o, n)
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}

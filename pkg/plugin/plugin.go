@@ -61,6 +61,16 @@ func Truncate(s string, n int) string {
 	return s[:cut] + "..."
 }
 
+// PodCondition is pod's condition of type t, nil if it has none.
+func PodCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == t {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
 // ExecError describes why an attempt failed.
 type ExecError struct {
 	Code    string

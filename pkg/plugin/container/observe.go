@@ -157,7 +157,7 @@ func interrupted(pod *corev1.Pod, pt *corev1.ContainerStateTerminated) (plugin.O
 		return failure(plugin.PhaseRetryableFailure, CodeInterrupted, flytev1.ErrorKindSystem,
 			"pod was interrupted: "+joinReason(pod.Status.Reason, pod.Status.Message)), true
 	}
-	c := condition(pod, disruptionTarget)
+	c := plugin.PodCondition(pod, disruptionTarget)
 	if c == nil || c.Status != corev1.ConditionTrue {
 		return plugin.Observation{}, false
 	}

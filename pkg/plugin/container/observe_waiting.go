@@ -16,7 +16,7 @@ import (
 // stuck, waiting containers (the worst decides, with grace periods), or
 // queued.
 func pending(pod *corev1.Pod, now time.Time, s plugin.Settings) plugin.Observation {
-	if c := condition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse {
+	if c := plugin.PodCondition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse {
 		return plugin.Observation{Phase: plugin.PhaseWaitingForResources, Message: joinReason(c.Reason, c.Message)}
 	}
 	if o, ok := secretMountStuck(pod, now, s); ok {
@@ -133,8 +133,8 @@ func secretMountStuck(pod *corev1.Pod, now time.Time, s plugin.Settings) (plugin
 			names = append(names, strconv.Quote(v.Secret.SecretName))
 		}
 	}
-	ready := condition(pod, corev1.PodReadyToStartContainers)
-	scheduled := condition(pod, corev1.PodScheduled)
+	ready := plugin.PodCondition(pod, corev1.PodReadyToStartContainers)
+	scheduled := plugin.PodCondition(pod, corev1.PodScheduled)
 	if len(names) == 0 || ready == nil || ready.Status != corev1.ConditionFalse || scheduled == nil || scheduled.Status != corev1.ConditionTrue {
 		return plugin.Observation{}, false
 	}

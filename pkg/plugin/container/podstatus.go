@@ -78,15 +78,6 @@ func oomKilled(pod *corev1.Pod) (string, *corev1.ContainerStateTerminated) {
 	return "", nil
 }
 
-func condition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == t {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // latestTransition is the latest container start or finish or condition
 // transition recorded on the pod; zero if there is none.
 func latestTransition(pod *corev1.Pod) time.Time {
