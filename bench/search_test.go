@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -18,24 +19,12 @@ func TestRefineRate(t *testing.T) {
 		rates = append(rates, r)
 		fail = r // as if each finer step failed
 	}
-	if want := []float64{44.7, 42.3, 41.1}; !equalFloats(rates, want) {
+	if want := []float64{44.7, 42.3, 41.1}; !slices.Equal(rates, want) {
 		t.Errorf("rates %v, want %v", rates, want)
 	}
 	if r := refineRate(40, 40.1); r > 40 && r < 40.1 {
 		t.Errorf("refineRate(40, 40.1) = %v: nothing lies between at one decimal", r)
 	}
-}
-
-func equalFloats(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The report names the finer steps and stops at the lowest failing rate.
