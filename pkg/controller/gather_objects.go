@@ -60,9 +60,8 @@ func (r *Reconciler) describe(ctx context.Context, p plugin.Plugin, tc plugin.Ta
 			res.Logs = func() attemptLogs { return attemptLogs{Links: links, Context: lc} }
 		} else if pod, ok := obj.(*corev1.Pod); ok {
 			// Rendered when an event needs them (most reconciles send none).
-			ta, t, attempt := tc.TaskAction, tc.Task, uint32(max(tc.Attempt, 1))
 			res.Logs = sync.OnceValue(func() attemptLogs {
-				logs, err := podLogs(r.TaskLogs, ta, t, attempt, pod)
+				logs, err := podLogs(r.TaskLogs, tc, pod)
 				if err != nil {
 					// A link that cannot be rendered is left out; the attempt goes on.
 					log.FromContext(ctx).Info("could not render the attempt's log links", "pod", pod.Name, "error", err.Error())

@@ -3,13 +3,12 @@ package controller
 import (
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 
-	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/events"
+	"github.com/taskaction/executor/pkg/plugin"
 	"github.com/taskaction/executor/pkg/task"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
@@ -23,7 +22,7 @@ type attemptLogs struct {
 
 // podLogs renders the log links of an attempt's pod (rl nil: no links, the
 // log context only). Pure: the pod is as gathered.
-func podLogs(rl *tasklog.Renderer, ta *flytev1.TaskAction, t *task.Task, attempt uint32, pod *corev1.Pod) (attemptLogs, error) {
+func podLogs(rl *tasklog.Renderer, tc plugin.TaskContext, pod *corev1.Pod) (attemptLogs, error) {
 	primary := primaryContainer(pod)
 	pc := &core.PodLogContext{Namespace: pod.Namespace, PodName: pod.Name, PrimaryContainerName: primary}
 	statuses := map[string]corev1.ContainerStatus{}
@@ -44,28 +43,12 @@ func podLogs(rl *tasklog.Renderer, ta *flytev1.TaskAction, t *task.Task, attempt
 	if rl == nil {
 		return logs, nil
 	}
-	in := tasklog.Input{
-		PodName: pod.Name, PodUID: string(pod.UID), Namespace: pod.Namespace, HostName: pod.Spec.Hostname,
-		ContainerName: primary, ContainerID: statuses[primary].ContainerID,
-		PodStart: pod.CreationTimestamp.Time,
-		Project:  ta.Spec.Project, Domain: ta.Spec.Domain,
-		Run: ta.Spec.RunName, Action: ta.Spec.ActionName, RetryAttempt: attempt - 1,
-		NodeID: ta.Spec.ActionName, GeneratedName: pod.Name,
-	}
+	in := plugin.LogInput(tc, pod.Namespace, pod.Name)
+	in.PodName, in.PodUID, in.HostName = pod.Name, string(pod.UID), pod.Spec.Hostname
+	in.ContainerName, in.ContainerID = primary, statuses[primary].ContainerID
+	in.PodStart = pod.CreationTimestamp.Time
 	if _, end := containerTimes(statuses[primary]); !end.IsZero() {
 		in.PodFinish = end
-	}
-	if t != nil {
-		in.Task = &core.Identifier{ResourceType: core.ResourceType_TASK, Org: t.ID.Org, Project: t.ID.Project,
-			Domain: t.ID.Domain, Name: t.ID.Name, Version: t.ID.Version}
-		in.TaskConfig, in.Org = t.Config, t.ID.Org
-		if t.Form == task.FormFlyte {
-			// The template's own links (metadata.log_links) come first.
-			tmpl := &core.TaskTemplate{}
-			if err := proto.Unmarshal(t.Raw, tmpl); err == nil {
-				in.TaskLinks = tmpl.GetMetadata().GetLogLinks()
-			}
-		}
 	}
 	links, err := rl.Links(in)
 	if err != nil {

@@ -46,13 +46,13 @@ func TestEventsCarryLogLinks(t *testing.T) {
 	pod.Spec.Containers[1].Env = []corev1.EnvVar{{Name: "A", Value: "1"}}
 	pod.Spec.Containers[1].Image = "python:3.12"
 	pod.Spec.Hostname = "host-1"
-	logs, err := podLogs(rl, ta, tk, 1, pod)
+	logs, err := podLogs(rl, plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1}, pod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The same from the pod as the informer cache keeps it.
 	trimmed, _ := container.TrimPod(pod.DeepCopy())
-	if fromCache, err := podLogs(rl, ta, tk, 1, trimmed.(*corev1.Pod)); err != nil || !sameLogs(fromCache, logs) {
+	if fromCache, err := podLogs(rl, plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1}, trimmed.(*corev1.Pod)); err != nil || !sameLogs(fromCache, logs) {
 		t.Errorf("log context and links from the cache's trimmed pod: %+v (%v), want %+v", fromCache, err, logs)
 	}
 	withLogs := func(r resource) resource { r.Logs = func() attemptLogs { return logs }; return r }
@@ -127,7 +127,7 @@ func TestFlyteTemplateLogLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "hello-0", Namespace: "ns"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "hello-0"}}}}
-	logs, err := podLogs(rl, ta, tk, 1, pod)
+	logs, err := podLogs(rl, plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1}, pod)
 	if err != nil {
 		t.Fatal(err)
 	}

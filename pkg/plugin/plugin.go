@@ -6,6 +6,8 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -241,3 +243,28 @@ type LaunchError struct {
 }
 
 func (e *LaunchError) Error() string { return e.Err.Code + ": " + e.Err.Message }
+
+// LogInput is an attempt as the log link templates see it, for its object
+// generatedName in namespace: the run and action, the retry, the task's
+// identity and config, and (Flyte's form) the template's own links. The
+// caller adds the pod, the container and the times.
+func LogInput(tc TaskContext, namespace, generatedName string) tasklog.Input {
+	ta := tc.TaskAction
+	in := tasklog.Input{
+		Namespace: namespace, Project: ta.Spec.Project, Domain: ta.Spec.Domain,
+		Run: ta.Spec.RunName, Action: ta.Spec.ActionName, RetryAttempt: uint32(max(tc.Attempt, 1) - 1),
+		NodeID: ta.Spec.ActionName, GeneratedName: generatedName,
+	}
+	if t := tc.Task; t != nil {
+		in.Task = &core.Identifier{ResourceType: core.ResourceType_TASK, Org: t.ID.Org, Project: t.ID.Project,
+			Domain: t.ID.Domain, Name: t.ID.Name, Version: t.ID.Version}
+		in.TaskConfig, in.Org = t.Config, t.ID.Org
+		if t.Form == task.FormFlyte {
+			tmpl := &core.TaskTemplate{}
+			if err := proto.Unmarshal(t.Raw, tmpl); err == nil {
+				in.TaskLinks = tmpl.GetMetadata().GetLogLinks()
+			}
+		}
+	}
+	return in
+}

@@ -10,7 +10,6 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
 
@@ -120,7 +119,7 @@ func JobSetLogs(logs *tasklog.Renderer, tc plugin.TaskContext, js *jobsetv1alpha
 		}
 	}
 	// The template's own links come with each rank's, as dashboards.
-	in := container.LogInput(tc, js.Namespace, js.Name)
+	in := plugin.LogInput(tc, js.Namespace, js.Name)
 	in.ContainerName, in.PodStart, in.PodFinish = js.Annotations[AnnotationPrimaryContainer], js.CreationTimestamp.Time, ended
 	var out []*core.TaskLog
 	for rank := int32(0); rank < min(replicas, maxLinkedRanks); rank++ {

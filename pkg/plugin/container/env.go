@@ -1,7 +1,6 @@
 package container
 
 import (
-	"slices"
 	"sort"
 	"strconv"
 
@@ -97,29 +96,17 @@ func MergeEnv(layers ...[]corev1.EnvVar) []corev1.EnvVar {
 		return nil
 	}
 	out := make([]corev1.EnvVar, 0, n)
-	var pos map[string]int // a few dozen are scanned; a map bounds a template's thousands
-	if n > 64 {
-		pos = make(map[string]int, n)
-	}
+	pos := make(map[string]int, n)
 	for _, layer := range layers {
 		for _, e := range layer {
 			if e.ValueFrom != nil {
 				e.ValueFrom = e.ValueFrom.DeepCopy() // the only part shared by reference
 			}
-			i, ok := -1, false
-			if pos != nil {
-				i, ok = pos[e.Name]
-			} else {
-				i = slices.IndexFunc(out, func(o corev1.EnvVar) bool { return o.Name == e.Name })
-				ok = i >= 0
-			}
-			if ok {
+			if i, ok := pos[e.Name]; ok {
 				out[i] = e
 				continue
 			}
-			if pos != nil {
-				pos[e.Name] = len(out)
-			}
+			pos[e.Name] = len(out)
 			out = append(out, e)
 		}
 	}

@@ -88,8 +88,8 @@ func TestEnv(t *testing.T) {
 }
 
 // TestMergeEnv: a later definition replaces an earlier one in its first
-// place, whether the names are scanned (a few) or indexed (many), and the
-// result shares nothing mutable with its layers.
+// place, for a few names and for many, and the result shares nothing mutable
+// with its layers.
 func TestMergeEnv(t *testing.T) {
 	ref := func(key string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: key}}
@@ -110,7 +110,7 @@ func TestMergeEnv(t *testing.T) {
 		t.Error("MergeEnv's result shares a ValueFrom with its layer")
 	}
 
-	// Many names take the indexed path; the answer is the same.
+	// Many names: the same rule.
 	var many, manyOver, manyWant []corev1.EnvVar
 	for i := range 200 {
 		name := fmt.Sprintf("V%03d", i)

@@ -305,7 +305,7 @@ func DashboardPrefix(logs *tasklog.Renderer, tc plugin.TaskContext) (string, err
 	if logs == nil {
 		return "", nil
 	}
-	links, err := logs.Links(container.LogInput(tc, tc.TaskAction.Namespace, JobName(tc.TaskAction.Name, tc.Attempt)))
+	links, err := logs.Links(plugin.LogInput(tc, tc.TaskAction.Namespace, JobName(tc.TaskAction.Name, tc.Attempt)))
 	if err != nil {
 		return "", fmt.Errorf("render the Dask dashboard link: %w", err)
 	}

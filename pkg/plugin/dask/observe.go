@@ -11,7 +11,6 @@ import (
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
 
@@ -73,7 +72,7 @@ func JobLogs(logs *tasklog.Renderer, tc plugin.TaskContext, job *daskv1.DaskJob,
 	if logs == nil {
 		return nil, nil
 	}
-	in := container.LogInput(tc, job.Namespace, job.Name)
+	in := plugin.LogInput(tc, job.Namespace, job.Name)
 	in.PodName = job.Status.JobRunnerPodName
 	in.Extra = map[string]string{varSchedulerName: ""}
 	if cs := job.Spec.Cluster.Spec.Scheduler.Spec.Containers; len(cs) > 0 {

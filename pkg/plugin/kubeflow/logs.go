@@ -8,7 +8,6 @@ import (
 
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
 
@@ -41,7 +40,7 @@ func jobLogs(r *tasklog.Renderer, tc plugin.TaskContext, j jobState, groups []re
 	if r == nil {
 		return nil, nil
 	}
-	in := container.LogInput(tc, j.namespace, j.name)
+	in := plugin.LogInput(tc, j.namespace, j.name)
 	in.ContainerName, in.PodStart = containerName, j.created
 	if ct := j.status.CompletionTime; ct != nil {
 		in.PodFinish = ct.Time

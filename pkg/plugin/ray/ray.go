@@ -17,7 +17,6 @@ import (
 	"github.com/taskaction/executor/gen/flyteidl2/core"
 	"github.com/taskaction/executor/pkg/config"
 	"github.com/taskaction/executor/pkg/plugin"
-	"github.com/taskaction/executor/pkg/plugin/container"
 	"github.com/taskaction/executor/pkg/tasklog"
 )
 
@@ -144,7 +143,7 @@ func Links(job *rayv1.RayJob, tc plugin.TaskContext, logs, dashboard *tasklog.Re
 		// deterministic head pod names are on.
 		head = st.RayClusterName + "-head"
 	}
-	in := container.LogInput(tc, job.Namespace, job.Name)
+	in := plugin.LogInput(tc, job.Namespace, job.Name)
 	in.PodName, in.ContainerName = head, HeadContainerName
 	in.Extra = map[string]string{"rayClusterName": st.RayClusterName, "rayJobID": st.JobId}
 	if start := st.StartTime; start != nil {
