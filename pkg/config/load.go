@@ -58,6 +58,7 @@ func BindFlags(fs *pflag.FlagSet, c *Config) {
 	d(&c.RequeueDuration, "requeueDuration", "base delay of timed requeues (backoff, reservations)")
 	fs.Float32Var(&c.KubeAPIQPS, flagPrefix+"kubeAPIQPS", c.KubeAPIQPS, "client-side QPS limit towards the API server")
 	i(&c.KubeAPIBurst, "kubeAPIBurst", "client-side burst towards the API server")
+	b(&c.KubeAPICompression, "kubeAPICompression", "ask the API server to gzip its answers and watch streams (fewer bytes, more CPU on both sides)")
 	d(&c.GC.Interval, "gc.interval", "interval between garbage-collection sweeps (0 disables the collector)")
 	d(&c.GC.MaxTTL, "gc.maxTTL", "how long a terminal TaskAction is kept")
 	bindWebhookFlags(fs, &c.Webhook)

@@ -54,10 +54,14 @@ const (
 	// bench's saturated rig a "2 s" pod runs 10–30 s (kwok's backlog), so at
 	// 10s nearly every TaskAction paid the write (3.00 requests each, 0.62×
 	// the floor), at 30s none (2.00, 0.70×, as before the write existed).
-	DefaultExecutingStatusDelay = 30 * time.Second
+	// Session 17: once the executor launched faster, kwok's backlog made
+	// those pods run 30–60 s, and at 30s 70% paid it again (2.70 requests at
+	// N=10,000, throughput bound by the client's QPS); a minute is still
+	// well inside saturatedStatusDelay's hold of Queued.
+	DefaultExecutingStatusDelay = time.Minute
 	// MaxExecutingStatusDelay bounds how late, under load, Flyte's API may
 	// show a running action as running.
-	MaxExecutingStatusDelay = time.Minute
+	MaxExecutingStatusDelay = 5 * time.Minute
 	// MinGCInterval keeps the collector's sweeps (a walk of every terminal
 	// TaskAction in the cache) from becoming a hot loop.
 	MinGCInterval = time.Minute

@@ -144,6 +144,16 @@ func Registry(cfg config.Config) (*plugin.Registry, error) {
 	return reg, nil
 }
 
+// clientConfig is restCfg with the executor's client settings of cfg: its
+// limits and whether the API server gzips what it sends.
+func clientConfig(restCfg *rest.Config, cfg config.Config) *rest.Config {
+	c := rest.CopyConfig(restCfg)
+	c.QPS = cfg.KubeAPIQPS
+	c.Burst = cfg.KubeAPIBurst
+	c.DisableCompression = !cfg.KubeAPICompression
+	return c
+}
+
 // Setup builds the manager from cfg and restCfg. It does not start it.
 func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (_ manager.Manager, err error) {
 	// Traces as cfg.Otel says, unless the caller brings its provider; ours
@@ -160,9 +170,7 @@ func Setup(cfg config.Config, restCfg *rest.Config, opts Options) (_ manager.Man
 		}()
 		opts.TracerProvider = exp.Provider(tracing.ServiceExecutor)
 	}
-	restCfg = rest.CopyConfig(restCfg)
-	restCfg.QPS = cfg.KubeAPIQPS
-	restCfg.Burst = cfg.KubeAPIBurst
+	restCfg = clientConfig(restCfg, cfg)
 	metrics.InstrumentRESTConfig(restCfg)
 	tracing.InstrumentRESTConfig(restCfg, opts.TracerProvider)
 
