@@ -48,7 +48,7 @@ func TestDefaults(t *testing.T) {
 		{"createContainerGracePeriod", d.CreateContainerGracePeriod.Duration, 3 * time.Minute},
 		{"queuedStatusDelay", d.QueuedStatusDelay.Duration, 5 * time.Second},
 		{"saturatedStatusDelay", d.SaturatedStatusDelay.Duration, 5 * time.Minute},
-		{"executingStatusDelay", d.ExecutingStatusDelay.Duration, time.Minute},
+		{"executingStatusDelay", d.ExecutingStatusDelay.Duration, 5 * time.Minute},
 		{"maxSystemFailures", d.MaxSystemFailures, 3},
 		{"maxConcurrentReconciles", d.MaxConcurrentReconciles, 64},
 		{"requeueDuration", d.RequeueDuration.Duration, 10 * time.Second},

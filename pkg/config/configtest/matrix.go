@@ -139,8 +139,8 @@ executor:
 		{Name: "queuedStatusDelay too long", File: "executor:\n  queuedStatusDelay: 10m\n", Want: "queuedStatusDelay: must be between 0 (write Queued at once) and 1m0s, got 10m0s"},
 		{Name: "saturatedStatusDelay negative", Args: []string{"--executor.saturatedStatusDelay=-1s"}, Want: "saturatedStatusDelay: must be between 0 (no longer than queuedStatusDelay) and 30m0s, got -1s"},
 		{Name: "saturatedStatusDelay too long", File: "executor:\n  saturatedStatusDelay: 1h\n", Want: "saturatedStatusDelay: must be between 0 (no longer than queuedStatusDelay) and 30m0s, got 1h0m0s"},
-		{Name: "executingStatusDelay negative", Args: []string{"--executor.executingStatusDelay=-1s"}, Want: "executingStatusDelay: must be between 0 (write Executing at once) and 5m0s, got -1s"},
-		{Name: "executingStatusDelay too long", File: "executor:\n  executingStatusDelay: 6m\n", Want: "executingStatusDelay: must be between 0 (write Executing at once) and 5m0s, got 6m0s"},
+		{Name: "executingStatusDelay negative", Args: []string{"--executor.executingStatusDelay=-1s"}, Want: "executingStatusDelay: must be between 0 (write Executing at once) and 30m0s, got -1s"},
+		{Name: "executingStatusDelay too long", File: "executor:\n  executingStatusDelay: 1h\n", Want: "executingStatusDelay: must be between 0 (write Executing at once) and 30m0s, got 1h0m0s"},
 
 		// maxSystemFailures: stored as int32 by the controller.
 		{Name: "maxSystemFailures negative (file)", File: "executor:\n  maxSystemFailures: -1\n", Want: "maxSystemFailures: must be between 0 and 100, got -1"},
