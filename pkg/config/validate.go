@@ -55,9 +55,9 @@ const (
 	// 10s nearly every TaskAction paid the write (3.00 requests each, 0.62×
 	// the floor), at 30s none (2.00, 0.70×, as before the write existed).
 	// Session 17: the executor now launches every pod of a burst within
-	// seconds, kwok's backlog runs them 30–90 s, and at 30s 70% paid the
-	// write again, at 1m 60% (2.60–2.70 requests at N=10,000, where the
-	// client's QPS bounds throughput). Now the same as Queued's hold under
+	// seconds, kwok's backlog runs them 30–100 s, and at 30s 45–70% paid
+	// the write again, at 1m 60–74% (2.45–2.74 requests at N=10,000, where
+	// the client's QPS bounds throughput). Now the same as Queued's hold under
 	// saturation (DefaultSaturatedStatusDelay, measured the same way): a
 	// status that only reports progress waits while launches and
 	// completions need the writes. The RUNNING event is sent at once.
