@@ -25,7 +25,7 @@ func podChangeMatters(old, new *corev1.Pod) bool {
 		return false
 	}
 	if plugin.PodCondition(old, corev1.PodScheduled) != nil {
-		return true // unschedulable before: the pod leaves WaitingForResources
+		return true // not its first scheduling (bound before, or found unschedulable)
 	}
 	if c := plugin.PodCondition(new, corev1.PodScheduled); c == nil || c.Status != corev1.ConditionTrue {
 		return true
