@@ -545,8 +545,7 @@ func TestCrashResendsAtMostTheHeldEvents(t *testing.T) {
 		rec := r.reconciler()
 		rec.memory = newProcessMemory()
 		rec.Options.QueuedStatusDelay, rec.Options.SaturatedStatusDelay, rec.Options.ExecutingStatusDelay = 5*time.Second, time.Minute, 10*time.Second
-		busy := func() int { return 1 } // saturated: both statuses may be held
-		rec.queued.Store(&busy)
+		rec.setQueue(&fakeQueue{waiting: 1}) // saturated: both statuses may be held
 		return rec
 	}
 	reconcile := func(rec *Reconciler) {

@@ -108,7 +108,8 @@ func (r *Reconciler) gather(ctx context.Context, ta *flytev1.TaskAction, now tim
 	if readState(&ta.Status, attempt).Pod == "" {
 		w.LaunchInFlight = r.memory.launches.get(client.ObjectKeyFromObject(ta), ta.UID, attempt)
 	}
-	w.Saturated = r.saturated()
+	// A hold lifted when the saturation ended is not held again by its return.
+	w.Saturated = r.saturated() && !r.memory.heldStatuses.lifted(client.ObjectKeyFromObject(ta), ta.UID)
 	if controllerutil.ContainsFinalizer(ta, flytev1.Finalizer) && attempt > 1 {
 		if w.Others, err = r.earlierAttempts(ctx, p, ta, t, attempt, now); err != nil {
 			return w, p, err

@@ -10,6 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/events"
@@ -139,3 +142,25 @@ func mustJSON(v any) []byte {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// fakeQueue stands in for the controller's work queue: so many TaskActions
+// wait in it, and it records what is added.
+type fakeQueue struct {
+	waiting  int
+	added    []reconcile.Request
+	priority []int
+}
+
+func (q *fakeQueue) Len() int { return q.waiting }
+
+func (q *fakeQueue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
+	for _, it := range items {
+		q.added = append(q.added, it)
+		q.priority = append(q.priority, ptr.Deref(o.Priority, 0))
+	}
+}
+
+func (r *Reconciler) setQueue(q *fakeQueue) {
+	var wq workQueue = q
+	r.queue.Store(&wq)
+}

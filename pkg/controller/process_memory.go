@@ -44,6 +44,10 @@ import (
 //     by someone else counts as a system failure; a new process relaunches
 //     such an object without counting it: the one loss, bounded by the hold
 //     (queuedStatusDelay), and documented.
+//     heldStatuses lets the TaskActions whose statuses saturation held back
+//     be woken when it ends (liftHeldStatuses) instead of looking again and
+//     again; a new process reconciles every TaskAction once anyway, and each
+//     hold has its own wake-up at its end.
 //   - A status write clears unwrittenEvents and launches (the status is the
 //     record again); a TaskAction gone from the cache clears all of it.
 type processMemory struct {
@@ -52,6 +56,7 @@ type processMemory struct {
 	released         *releasedTaskActions
 	unwrittenEvents  *acknowledgedEvents
 	launches         *launchesInFlight
+	heldStatuses     *saturationHolds
 }
 
 func newProcessMemory() processMemory {
@@ -61,6 +66,7 @@ func newProcessMemory() processMemory {
 		released:         newReleasedTaskActions(),
 		unwrittenEvents:  newAcknowledgedEvents(),
 		launches:         newLaunchesInFlight(),
+		heldStatuses:     newSaturationHolds(),
 	}
 }
 
@@ -71,6 +77,7 @@ func (m processMemory) forgetTaskAction(key types.NamespacedName) {
 	m.released.forget(key)
 	m.unwrittenEvents.forget(key)
 	m.launches.forget(key)
+	m.heldStatuses.forget(key)
 }
 
 // releasedTaskActions remembers the TaskActions this process let go (finalizer removed
@@ -240,4 +247,100 @@ func (l *launchesInFlight) forget(key types.NamespacedName) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.m, key)
+}
+
+// saturationHolds remembers the TaskActions whose status is held back because
+// the executor is saturated (Plan.HeldWhileSaturated), and which of them were
+// lifted: woken once the saturation ended, to be written then even if it came
+// back meanwhile (it would hold them again, and each lift would wake them
+// again for nothing).
+type saturationHolds struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]saturationHold
+	// unlifted counts the entries not lifted yet.
+	unlifted int
+}
+
+type saturationHold struct {
+	uid    types.UID
+	lifted bool
+}
+
+func newSaturationHolds() *saturationHolds {
+	return &saturationHolds{m: map[types.NamespacedName]saturationHold{}}
+}
+
+// note records whether the plan just applied for the TaskAction uid at key
+// holds its status back while saturated.
+func (h *saturationHolds) note(key types.NamespacedName, uid types.UID, held bool) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lockedForget(key)
+	if held {
+		h.m[key] = saturationHold{uid: uid}
+		h.unlifted++
+	}
+}
+
+// lifted says whether the hold of the TaskAction uid at key was lifted.
+func (h *saturationHolds) lifted(key types.NamespacedName, uid types.UID) bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.m[key]
+	return ok && e.uid == uid && e.lifted
+}
+
+// lift marks every hold lifted and returns the keys of those not lifted before.
+func (h *saturationHolds) lift() []types.NamespacedName {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.unlifted == 0 {
+		return nil
+	}
+	keys := make([]types.NamespacedName, 0, h.unlifted)
+	for k, e := range h.m {
+		if !e.lifted {
+			h.m[k] = saturationHold{uid: e.uid, lifted: true}
+			keys = append(keys, k)
+		}
+	}
+	h.unlifted = 0
+	return keys
+}
+
+// waiting says whether any hold is not lifted yet.
+func (h *saturationHolds) waiting() bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.unlifted > 0
+}
+
+func (h *saturationHolds) forget(key types.NamespacedName) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lockedForget(key)
+}
+
+func (h *saturationHolds) lockedForget(key types.NamespacedName) {
+	if e, ok := h.m[key]; ok {
+		if !e.lifted {
+			h.unlifted--
+		}
+		delete(h.m, key)
+	}
 }

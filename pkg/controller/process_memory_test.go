@@ -46,3 +46,31 @@ func TestAcknowledgedEvents(t *testing.T) {
 		t.Error("remembered after forget")
 	}
 }
+
+func TestSaturationHolds(t *testing.T) {
+	h := newSaturationHolds()
+	a, b := types.NamespacedName{Namespace: "n", Name: "a"}, types.NamespacedName{Namespace: "n", Name: "b"}
+	h.note(a, "u1", true)
+	h.note(a, "u1", true)
+	h.note(b, "u2", true)
+	if got := h.lift(); len(got) != 2 || h.waiting() {
+		t.Fatalf("lift: %v, waiting %v; want both once, none waiting", got, h.waiting())
+	}
+	if !h.lifted(a, "u1") || h.lifted(a, "other") || len(h.lift()) != 0 {
+		t.Error("a lifted hold is recognised by UID and lifted once")
+	}
+	h.note(a, "u1", true) // held again after its write
+	if !h.waiting() || h.lifted(a, "u1") {
+		t.Error("a hold noted again waits for the next lift")
+	}
+	h.note(a, "u1", false)
+	h.forget(b)
+	if h.waiting() || h.lifted(b, "u2") || len(h.lift()) != 0 {
+		t.Error("a written or forgotten hold is still remembered")
+	}
+	var none *saturationHolds
+	none.note(a, "u1", true)
+	if none.waiting() || none.lifted(a, "u1") || none.lift() != nil {
+		t.Error("no memory remembers nothing")
+	}
+}

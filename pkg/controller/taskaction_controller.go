@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -116,9 +117,12 @@ type Reconciler struct {
 
 	// memory is what this process keeps beyond the API server (processMemory).
 	memory processMemory
-	// queued is how many TaskActions wait in the work queue for a worker
-	// (nil: unknown).
-	queued atomic.Pointer[func() int]
+	// queue is the controller's work queue (nil: none yet): how many
+	// TaskActions wait in it for a worker, and where held statuses are woken
+	// (liftHeldStatuses).
+	queue atomic.Pointer[workQueue]
+	// pressed replaces UnderPressure when set (unit tests).
+	pressed func() bool
 	// watches starts the watches of the plugins' kinds (SetupWithManager).
 	watches *watches
 	// objectsSynced, when set, replaces the newest resourceVersion the
@@ -218,11 +222,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		span.Decided(plan.Status.Attempts, plan.Status.PluginPhase, eventPhases(plan.Events))
 	}
 	res, err = r.apply(ctx, w, p, plan)
-	if err == nil && r.memory.taskActionWrites.takeMissed(req.NamespacedName) {
+	if err != nil {
+		return res, err
+	}
+	r.memory.heldStatuses.note(req.NamespacedName, ta.UID, plan.HeldWhileSaturated)
+	if r.memory.taskActionWrites.takeMissed(req.NamespacedName) {
 		// An event taken for our write was another's: look again.
 		res.RequeueAfter = wakeNow
 	}
-	return res, err
+	return res, nil
+}
+
+// workQueue is what the reconciler uses of its controller's work queue.
+type workQueue interface {
+	Len() int
+	AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request)
 }
 
 // eventPhases names the events of a plan, for its reconcile's span.
@@ -246,9 +260,12 @@ const pressureMemory = 30 * time.Second
 // TaskActions taken by workers that wait), or the API server answers writes
 // slowly. Then every write saved lets another through sooner.
 func (r *Reconciler) saturated() bool {
-	if n := r.queued.Load(); n != nil && (*n)() > 0 {
+	if q := r.queue.Load(); q != nil && (*q).Len() > 0 {
 		metrics.NotePressure()
 		return true
+	}
+	if r.pressed != nil {
+		return r.pressed()
 	}
 	return UnderPressure()
 }
@@ -333,8 +350,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 					o.Log = mgr.GetLogger().WithValues("controller", name)
 					o.RateLimiter = rl
 				})
-				n := q.Len
-				r.queued.Store(&n)
+				var wq workQueue = q
+				r.queue.Store(&wq)
 				return q
 			},
 			// Per-object backoff only, capped at 30s: after an outage of the events
@@ -344,6 +361,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		})
 	c, err := b.Build(r)
 	if err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(r.liftHeldStatusesLoop)); err != nil {
 		return err
 	}
 	r.watches = &watches{started: map[schema.GroupVersionKind]*handledVersion{}, ctrl: c, cache: mgr.GetCache(),

@@ -13,17 +13,16 @@ import (
 // saturation: one worker alone is not short of capacity.
 func TestSaturated(t *testing.T) {
 	r := &Reconciler{}
-	waiting := 0
-	n := func() int { return waiting }
-	r.queued.Store(&n)
+	q := &fakeQueue{}
+	r.setQueue(q)
 	if !metrics.APIPressureWithin(pressureMemory) && r.saturated() {
 		t.Error("idle: saturated")
 	}
-	waiting = 3
+	q.waiting = 3
 	if !r.saturated() {
 		t.Error("3 TaskActions in the queue: not saturated")
 	}
-	waiting = 0
+	q.waiting = 0
 	if !r.saturated() {
 		t.Errorf("the queue emptied just now: not saturated (remembered for %v)", pressureMemory)
 	}

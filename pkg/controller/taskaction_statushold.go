@@ -1,9 +1,13 @@
 package controller
 
 import (
+	"context"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/taskaction/executor/pkg/plugin"
 )
@@ -63,24 +67,53 @@ func (d decider) statusHold(w World) time.Duration {
 	return d.QueuedDelay
 }
 
-// saturatedRecheck is how often, at least, a hold extended by saturation is
-// looked at again, so that it ends soon after the saturation; saturation is
-// remembered for as long (pressureMemory), so looking sooner finds it still
-// there. Not every QueuedDelay: while the executor is short of CPU each of
-// those reconciles costs some (measured at QPS 1000: 11 reconciles per
-// TaskAction rechecking every 5s, 6 without rechecks).
-const saturatedRecheck = pressureMemory
-
-// wakeHeld wakes a held-back status when its hold ends, and before that every
-// QueuedDelay; while saturated, after as long as the status has been held
-// (at least saturatedRecheck): a long overload costs each held TaskAction a
-// number of rechecks logarithmic in its length rather than linear (at
-// N=10,000 and QPS 1000 the 30 s rechecks were 3.6 of 7.6 reconciles per
-// TaskAction), and the statuses held longest are released last when it ends.
+// wakeHeld wakes a held-back status when its hold ends. One held longer
+// because the executor is saturated is also woken when the saturation ends
+// (liftHeldStatuses), rather than rechecked on a timer: each recheck is a
+// reconcile while the executor is short of CPU (at N=10,000 rechecks were
+// 1.4–2.6 of 4.4–5.6 reconciles per TaskAction).
 func (d decider) wakeHeld(p *Plan, w World, now, until time.Time) {
-	recheck := d.QueuedDelay
-	if w.Saturated {
-		recheck = max(recheck, saturatedRecheck, now.Sub(w.Pod.Created))
+	p.HeldWhileSaturated = p.HeldWhileSaturated || w.Saturated
+	p.wake(until.Sub(now))
+}
+
+// liftInterval is how often the reconciler looks whether the saturation that
+// holds statuses back has ended: a look in memory, no request.
+const liftInterval = time.Second
+
+// liftPriority is the queue priority of a TaskAction woken to write its
+// held-back status: after anything else that waits.
+const liftPriority = -1
+
+// liftHeldStatuses wakes the TaskActions whose statuses saturation holds back
+// once the executor is no longer saturated, each once; their reconciles
+// write them even if the flood of writes brings the saturation back (gather:
+// a lifted hold no longer counts it). It returns how many it woke.
+func (r *Reconciler) liftHeldStatuses() int {
+	q := r.queue.Load()
+	if q == nil || !r.memory.heldStatuses.waiting() || r.saturated() {
+		return 0
 	}
-	p.wake(min(until.Sub(now), recheck))
+	keys := r.memory.heldStatuses.lift()
+	reqs := make([]reconcile.Request, len(keys))
+	for i, k := range keys {
+		reqs[i] = reconcile.Request{NamespacedName: k}
+	}
+	(*q).AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(liftPriority)}, reqs...)
+	return len(reqs)
+}
+
+// liftHeldStatusesLoop runs liftHeldStatuses every liftInterval until ctx ends
+// (a manager runnable: only the leader reconciles, so only it holds any).
+func (r *Reconciler) liftHeldStatusesLoop(ctx context.Context) error {
+	t := time.NewTicker(liftInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			r.liftHeldStatuses()
+		}
+	}
 }

@@ -1,9 +1,14 @@
 package controller
 
 import (
+	"context"
 	"reflect"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
 	"github.com/taskaction/executor/pkg/plugin"
@@ -71,9 +76,9 @@ func TestExecutingHeldOnlyWhileSaturated(t *testing.T) {
 	w.Saturated = true
 	held := d.decide(w, t0.Add(3*time.Second))
 	if evs(held.Events) != "1:QUEUED:v1 1:RUNNING:v20" || !reflect.DeepEqual(held.Status, ta.Status) ||
-		held.WakeAfter <= 0 || held.WakeAfter > 8*time.Second {
-		t.Errorf("saturated, running 2s: events %s, status written %v, wake %v; want held back, wake by the hold's end",
-			evs(held.Events), !reflect.DeepEqual(held.Status, ta.Status), held.WakeAfter)
+		held.WakeAfter <= 0 || held.WakeAfter > 8*time.Second || !held.HeldWhileSaturated {
+		t.Errorf("saturated, running 2s: events %s, status written %v, wake %v, held while saturated %v; want held back, wake by the hold's end, marked",
+			evs(held.Events), !reflect.DeepEqual(held.Status, ta.Status), held.WakeAfter, held.HeldWhileSaturated)
 	}
 	if p := d.decide(w, start.Add(d.ExecutingDelay)); historyOf(p.Status) != "Queued,Executing" {
 		t.Errorf("saturated, running for ExecutingDelay: history %q, want Executing written", historyOf(p.Status))
@@ -123,28 +128,28 @@ func TestHeldLaunchDeletedExternally(t *testing.T) {
 }
 
 // TestSaturationHoldsStatusesLonger: while the executor is saturated, a new
-// pod's Queued status is held back up to SaturatedDelay, waking after
-// saturatedRecheck, then after as long as it was held, to see whether it
-// still is (and at the hold's end).
+// pod's Queued status is held back up to SaturatedDelay, woken at the hold's
+// end and marked to be woken when the saturation ends (no timed rechecks).
 func TestSaturationHoldsStatusesLonger(t *testing.T) {
 	d := testDecider
 	d.QueuedDelay, d.SaturatedDelay = 5*time.Second, 5*time.Minute
 	ta := newTA(0)
 	w := worldOf(t, ta, ours("pod-1", t0, plugin.Observation{Phase: plugin.PhaseQueued}))
 	w.Saturated = true
-	if p := d.decide(w, t0.Add(30*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != saturatedRecheck {
-		t.Errorf("saturated, 30s after creation: status written %v, wake %v; want held back, wake %v", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter, saturatedRecheck)
+	if p := d.decide(w, t0.Add(30*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != d.SaturatedDelay-30*time.Second || !p.HeldWhileSaturated {
+		t.Errorf("saturated, 30s after creation: status written %v, wake %v, held while saturated %v; want held back, wake at the hold's end (%v), marked",
+			!reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter, p.HeldWhileSaturated, d.SaturatedDelay-30*time.Second)
 	}
-	if p := d.decide(w, t0.Add(100*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 100*time.Second {
-		t.Errorf("saturated, 100s after creation: status written %v, wake %v; want held back, wake after as long as it was held (100s)", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter)
-	}
-	if p := d.decide(w, t0.Add(d.SaturatedDelay-10*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 10*time.Second {
+	if p := d.decide(w, t0.Add(d.SaturatedDelay-10*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 10*time.Second || !p.HeldWhileSaturated {
 		t.Errorf("saturated, 10s before the hold's end: status written %v, wake %v; want held back, wake at the hold's end (10s)", !reflect.DeepEqual(p.Status, ta.Status), p.WakeAfter)
 	}
 	if p := d.decide(w, t0.Add(d.SaturatedDelay)); historyOf(p.Status) != "Queued" {
 		t.Errorf("saturated for SaturatedDelay: history %q, want Queued written", historyOf(p.Status))
 	}
 	w.Saturated = false
+	if p := d.decide(w, t0.Add(2*time.Second)); !reflect.DeepEqual(p.Status, ta.Status) || p.WakeAfter != 3*time.Second || p.HeldWhileSaturated {
+		t.Errorf("not saturated, 2s after creation: wake %v, held while saturated %v; want held back by QueuedDelay only, woken at its end (3s), not marked", p.WakeAfter, p.HeldWhileSaturated)
+	}
 	if p := d.decide(w, t0.Add(30*time.Second)); historyOf(p.Status) != "Queued" {
 		t.Errorf("not saturated, 30s after creation: history %q, want Queued written", historyOf(p.Status))
 	}
@@ -157,5 +162,56 @@ func TestSaturationHoldsStatusesLonger(t *testing.T) {
 	d.QueuedDelay = 0
 	if p := d.decide(w, t0.Add(time.Second)); historyOf(p.Status) != "Queued" {
 		t.Errorf("delay off, saturated: history %q, want Queued written at once", historyOf(p.Status))
+	}
+}
+
+// TestLiftHeldStatuses: statuses held back while saturated are woken when the
+// saturation ends, each once and after anything else queued, and a lifted
+// one is written even if the saturation is back by its reconcile.
+func TestLiftHeldStatuses(t *testing.T) {
+	r := newRig(t, 0)
+	ctx := context.Background()
+	rec := r.reconciler()
+	rec.Options.QueuedStatusDelay, rec.Options.SaturatedStatusDelay, rec.Options.ExecutingStatusDelay = 5*time.Second, 5*time.Minute, 5*time.Minute
+	q := &fakeQueue{waiting: 1}
+	rec.setQueue(q)
+	pressed := false
+	rec.pressed = func() bool { return pressed }
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "hello"}}
+	r.createTA(newTA(0))
+	if _, err := rec.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Step(10 * time.Second)
+	res, err := rec.Reconcile(ctx, req)
+	if ta, _ := r.ta(); err != nil || len(ta.Status.PhaseHistory) != 0 || res.RequeueAfter != 290*time.Second {
+		t.Fatalf("saturated, 10s after the launch: err %v, history %v, wake %v; want the Queued held, woken at the hold's end (290s)", err, ta.Status.PhaseHistory, res.RequeueAfter)
+	}
+	if n := rec.liftHeldStatuses(); n != 0 {
+		t.Fatalf("still saturated (a TaskAction waits): %d woken", n)
+	}
+	q.waiting, pressed = 0, true
+	if n := rec.liftHeldStatuses(); n != 0 {
+		t.Fatalf("still saturated (the API server was pressed): %d woken", n)
+	}
+	pressed = false
+	if n := rec.liftHeldStatuses(); n != 1 || len(q.added) != 1 || q.added[0] != req || q.priority[0] != liftPriority {
+		t.Fatalf("saturation over: %d woken, queued %v at %v; want %v at priority %d", n, q.added, q.priority, req, liftPriority)
+	}
+	if n := rec.liftHeldStatuses(); n != 0 {
+		t.Fatalf("lifted twice: %d woken", n)
+	}
+	q.waiting = 1 // saturated again by the time of the reconcile
+	pod, _ := r.pod("hello-0")
+	r.setPod(pod, corev1.PodRunning, "", 0)
+	if _, err := rec.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	ta, _ := r.ta()
+	if historyOf(ta.Status) != "Queued,Executing" {
+		t.Fatalf("lifted, running, saturated again: history %q; want Queued and Executing written", historyOf(ta.Status))
+	}
+	if rec.memory.heldStatuses.waiting() || rec.memory.heldStatuses.lifted(req.NamespacedName, ta.UID) {
+		t.Error("a written status is still remembered as held")
 	}
 }

@@ -161,6 +161,9 @@ type Plan struct {
 
 	Warnings []warning
 	Metrics  planMetrics
+	// HeldWhileSaturated: the status is held back longer because the
+	// executor is saturated; it is also woken when that ends (liftHeldStatuses).
+	HeldWhileSaturated bool
 	// WakeAfter is when to look again without a watch event (0: terminal).
 	WakeAfter time.Duration
 }

@@ -202,8 +202,8 @@ func (x *suite) waitLeader(not string, timeout time.Duration) string {
 func TestDeleteStorm(t *testing.T) {
 	x := newSuite(t, 1)
 	// The storm slows the API server's writes, which holds statuses back up
-	// to saturatedStatusDelay (5 minutes by default), rechecked every half
-	// minute: one minute here, as the storm is about deletion.
+	// to saturatedStatusDelay (5 minutes by default) or until the saturation
+	// ends: one minute here, as the storm is about deletion.
 	x.startExecutor(x.users[0], false, true, "--executor.saturatedStatusDelay=1m")
 	n := x.s.Storm
 	x.createMix("storm", 0, n, true)
