@@ -120,8 +120,11 @@ func Register(mgr manager.Manager, srv *Server, cfg config.Config, opts Options)
 	}
 	srv.Register(PathPodSecrets, &admission.Webhook{Handler: &PodSecretInjector{Injector: inj}, RecoverPanic: ptr(true), LogConstructor: requestLogger})
 	validator := TaskActionValidator{Extra: opts.ValidateTaskAction}
-	srv.Register(PathTaskActionDefault, &admission.Webhook{Handler: TaskActionAdmission{Validator: validator}, RecoverPanic: ptr(true), LogConstructor: requestLogger})
-	srv.Register(PathTaskActionValidate, &admission.Webhook{Handler: validator, RecoverPanic: ptr(true), LogConstructor: requestLogger})
+	// The TaskAction webhooks are called for every create: their reviews are
+	// decoded in one pass (reviewHandler).
+	log := mgr.GetLogger().WithName("admission")
+	srv.Register(PathTaskActionDefault, reviewHandler{handler: TaskActionAdmission{Validator: validator}, log: log.WithValues("webhook", PathTaskActionDefault)})
+	srv.Register(PathTaskActionValidate, reviewHandler{handler: validator, log: log.WithValues("webhook", PathTaskActionValidate)})
 	return nil
 }
 
