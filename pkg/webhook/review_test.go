@@ -41,7 +41,9 @@ func serveReview(t testing.TB, h http.Handler, contentType string, body []byte) 
 
 type handlerFunc func(context.Context, admission.Request) admission.Response
 
-func (f handlerFunc) Handle(ctx context.Context, r admission.Request) admission.Response { return f(ctx, r) }
+func (f handlerFunc) Handle(ctx context.Context, r admission.Request) admission.Response {
+	return f(ctx, r)
+}
 
 // TestReviewHandler: the TaskAction webhooks' server answers as
 // controller-runtime's admission.Webhook does: the request's version echoed,
