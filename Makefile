@@ -67,13 +67,14 @@ image:
 	cd hack/image && go run . -o $(BIN)/executor-image.tar -binary-out $(BIN)/executor-linux-amd64 $(IMAGE_ARGS)
 
 # fuzz: the fuzz targets of everything that parses what a client stores (the
-# typed decode, Flyte's template, the pod build, the admission webhook), one
+# typed decode, Flyte's template, the pod build, the admission webhook and its
+# AdmissionReview decode), one
 # after the other for FUZZTIME each; `make test` runs each for FUZZTIME_BRIEF.
 # Each input must be handled within a second (test/faults/badinput/hostile).
 FUZZTIME ?= 2m
 FUZZTIME_BRIEF ?= 5s
 FUZZ_TARGETS := ./pkg/task:FuzzTaskActionJSON ./pkg/task:FuzzFlyteTemplate \
-	./pkg/plugin/container:FuzzBuildPod ./pkg/webhook:FuzzAdmission
+	./pkg/plugin/container:FuzzBuildPod ./pkg/webhook:FuzzAdmission ./pkg/webhook:FuzzReviewHandler
 .PHONY: fuzz
 fuzz: ## each fuzz target for FUZZTIME (default 2m)
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flytev1 "github.com/taskaction/executor/api/v1"
+	"github.com/taskaction/executor/test/faults/badinput/hostile"
 )
 
 // reviewOf is the AdmissionReview body of a request of apiVersion for object.
@@ -23,15 +24,26 @@ func reviewOf(apiVersion, uid string, op admissionv1.Operation, object string) [
 		`"namespace":"ns","operation":"` + string(op) + `","userInfo":{"username":"alice"},"object":` + object + `}}`)
 }
 
-// serveReview posts body to h and decodes the answer.
-func serveReview(t testing.TB, h http.Handler, contentType string, body []byte) (int, admissionv1.AdmissionReview) {
-	t.Helper()
+// postReview posts body to h.
+func postReview(h http.Handler, contentType string, body []byte) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodPost, "/validate", bytes.NewReader(body))
 	if contentType != "" {
 		r.Header.Set("Content-Type", contentType)
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
+	return w
+}
+
+// serveReview posts body to h and decodes the answer.
+func serveReview(t testing.TB, h http.Handler, contentType string, body []byte) (int, admissionv1.AdmissionReview) {
+	t.Helper()
+	return answerOf(t, postReview(h, contentType, body))
+}
+
+// answerOf decodes the AdmissionReview h answered with.
+func answerOf(t testing.TB, w *httptest.ResponseRecorder) (int, admissionv1.AdmissionReview) {
+	t.Helper()
 	var ar admissionv1.AdmissionReview
 	if err := json.Unmarshal(w.Body.Bytes(), &ar); err != nil || ar.Response == nil {
 		t.Fatalf("the answer %q is not an AdmissionReview with a response: %v", w.Body.String(), err)
@@ -103,13 +115,15 @@ func TestReviewHandler(t *testing.T) {
 }
 
 // FuzzReviewHandler: whatever body reaches the TaskAction webhooks, the
-// answer is an AdmissionReview, without a panic.
+// answer is an AdmissionReview, within hostile.Bound, without a panic.
 func FuzzReviewHandler(f *testing.F) {
 	f.Add(reviewOf(reviewV1, "u", admissionv1.Create, `{"metadata":{"name":"a"}}`))
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":null}`))
 	f.Add([]byte(`[]`))
 	h := reviewHandler{log: logr.Discard(), handler: TaskActionAdmission{}}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		serveReview(t, h, "application/json", body)
+		var w *httptest.ResponseRecorder
+		hostile.Within(t, "AdmissionReview", func() { w = postReview(h, "application/json", body) })
+		answerOf(t, w)
 	})
 }
