@@ -44,27 +44,21 @@ const (
 )
 
 func (h reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	apiVersion := reviewV1
-	req, status, err := readReview(r)
+	rv, status, err := readReview(r)
 	if err != nil {
 		h.log.Error(err, "bad admission request")
-		h.write(w, apiVersion, admission.Errored(status, err).AdmissionResponse)
+		h.write(w, reviewV1, admission.Errored(status, err).AdmissionResponse)
 		return
 	}
-	resp := h.handle(r.Context(), req.request)
-	h.write(w, req.apiVersion, resp.AdmissionResponse)
+	resp := h.handle(r.Context(), admission.Request{AdmissionRequest: *rv.Request})
+	h.write(w, rv.APIVersion, resp.AdmissionResponse)
 }
 
-type decodedReview struct {
-	apiVersion string
-	request    admission.Request
-}
-
-// readReview reads and decodes the body of an admission request; an error
-// comes with the HTTP status its answer carries.
-func readReview(r *http.Request) (decodedReview, int32, error) {
+// readReview reads and decodes the body of an admission request, one with a
+// request; an error comes with the HTTP status its answer carries.
+func readReview(r *http.Request) (review, int32, error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return decodedReview{}, http.StatusBadRequest, errors.New("request body is empty")
+		return review{}, http.StatusBadRequest, errors.New("request body is empty")
 	}
 	defer r.Body.Close()
 	var buf bytes.Buffer
@@ -72,25 +66,25 @@ func readReview(r *http.Request) (decodedReview, int32, error) {
 		buf.Grow(int(n))
 	}
 	if _, err := buf.ReadFrom(io.LimitReader(r.Body, maxReviewSize+1)); err != nil {
-		return decodedReview{}, http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err)
+		return review{}, http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err)
 	}
 	if buf.Len() > maxReviewSize {
-		return decodedReview{}, http.StatusRequestEntityTooLarge, fmt.Errorf("request entity is too large; limit is %d bytes", maxReviewSize)
+		return review{}, http.StatusRequestEntityTooLarge, fmt.Errorf("request entity is too large; limit is %d bytes", maxReviewSize)
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
-		return decodedReview{}, http.StatusBadRequest, fmt.Errorf("contentType=%s, expected application/json", ct)
+		return review{}, http.StatusBadRequest, fmt.Errorf("contentType=%s, expected application/json", ct)
 	}
 	var rv review
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(buf.Bytes(), &rv); err != nil {
-		return decodedReview{}, http.StatusBadRequest, fmt.Errorf("decoding the AdmissionReview: %w", err)
+		return review{}, http.StatusBadRequest, fmt.Errorf("decoding the AdmissionReview: %w", err)
 	}
 	if rv.Kind != "AdmissionReview" || (rv.APIVersion != reviewV1 && rv.APIVersion != reviewV1beta1) {
-		return decodedReview{}, http.StatusBadRequest, fmt.Errorf("expected an AdmissionReview of %s or %s, got kind %q of %q", reviewV1, reviewV1beta1, rv.Kind, rv.APIVersion)
+		return review{}, http.StatusBadRequest, fmt.Errorf("expected an AdmissionReview of %s or %s, got kind %q of %q", reviewV1, reviewV1beta1, rv.Kind, rv.APIVersion)
 	}
 	if rv.Request == nil {
-		return decodedReview{}, http.StatusBadRequest, errors.New("the AdmissionReview has no request")
+		return review{}, http.StatusBadRequest, errors.New("the AdmissionReview has no request")
 	}
-	return decodedReview{apiVersion: rv.APIVersion, request: admission.Request{AdmissionRequest: *rv.Request}}, 0, nil
+	return rv, 0, nil
 }
 
 // handle runs the handler, completes its answer (UID, patch) and turns a
