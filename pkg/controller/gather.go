@@ -177,7 +177,12 @@ func (c *launchClient) Create(ctx context.Context, obj client.Object, opts ...cl
 	}
 	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	err := c.created.write(key, "", func() (string, error) {
-		err := c.Client.Create(ctx, obj, opts...)
+		var err error
+		if pod, ok := obj.(*corev1.Pod); ok && c.pods != nil {
+			err = c.pods.Create(ctx, pod, opts...)
+		} else {
+			err = c.Client.Create(ctx, obj, opts...)
+		}
 		return obj.GetResourceVersion(), err
 	})
 	if err == nil {

@@ -19,6 +19,8 @@ import (
 type launchClient struct {
 	client.Client
 	live client.Reader
+	// pods creates the attempt's pod when set (Reconciler.Pods).
+	pods *PodCreator
 	// name is the attempt's object; only it is kept.
 	name   string
 	object client.Object
@@ -49,7 +51,7 @@ func (r *Reconciler) launch(ctx context.Context, w *World, p plugin.Plugin, now 
 		}
 		tc.Inputs = in
 	}
-	lc := &launchClient{Client: r.Client, live: r.APIReader, name: p.ResourceName(tc), created: r.memory.objectCreates}
+	lc := &launchClient{Client: r.Client, live: r.APIReader, pods: r.Pods, name: p.ResourceName(tc), created: r.memory.objectCreates}
 	err := p.Launch(ctx, lc, tc)
 	w.Launch = &launchOutcome{Err: err}
 	if err != nil {

@@ -98,8 +98,11 @@ type Reconciler struct {
 	// APIReader reads from the API server: a launch's name conflict, and a
 	// pod this process created that the cache no longer shows.
 	APIReader client.Reader
-	Registry  *plugin.Registry
-	Recorder  events.Recorder
+	// Pods creates the attempts' pods, answered with their metadata only;
+	// nil: Client creates them.
+	Pods     *PodCreator
+	Registry *plugin.Registry
+	Recorder events.Recorder
 	// Cache is the task-output cache; nil disables it.
 	Cache cache.Client
 	// Storage reads the task's data in blob storage (Flyte-form tasks: the

@@ -301,7 +301,12 @@ func addReconciler(mgr manager.Manager, cfg config.Config, opts Options, setting
 	if err != nil {
 		return fmt.Errorf("task logs: %w", err)
 	}
+	pods, err := controller.NewPodCreator(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return err
+	}
 	r := &controller.Reconciler{
+		Pods:       pods,
 		Cache:      cc,
 		Storage:    store,
 		TaskLogs:   logs,
