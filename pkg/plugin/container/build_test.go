@@ -274,3 +274,21 @@ func TestPodTemplateMerge(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// BenchmarkBuildPod is the cost of one pod build (the webhook's check and
+// the launch each make one per TaskAction).
+func BenchmarkBuildPod(b *testing.B) {
+	ta := testTA()
+	ta.Spec.Template.Container.Args = []string{"--inputs", "{{.input}}", "--outputs", "{{.outputPrefix}}", "--raw", "{{.rawOutputDataPrefix}}"}
+	tk, err := task.FromTaskAction(ta)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := plugin.Settings{DefaultCPU: "1", DefaultMemory: "1Gi", DefaultEnvVars: map[string]string{"A": "1"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := BuildPod(plugin.TaskContext{TaskAction: ta, Task: tk, Attempt: 1, Settings: s}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -96,19 +96,44 @@ func MergeEnv(layers ...[]corev1.EnvVar) []corev1.EnvVar {
 		return nil
 	}
 	out := make([]corev1.EnvVar, 0, n)
-	pos := make(map[string]int, n)
+	// A pod's few variables are found faster by a scan than through a map
+	// (which was 4% of the executor's allocations); many use one.
+	var pos map[string]int
+	if n > smallEnv {
+		pos = make(map[string]int, n)
+	}
 	for _, layer := range layers {
 		for _, e := range layer {
 			if e.ValueFrom != nil {
 				e.ValueFrom = e.ValueFrom.DeepCopy() // the only part shared by reference
 			}
-			if i, ok := pos[e.Name]; ok {
+			if i := envIndex(out, pos, e.Name); i >= 0 {
 				out[i] = e
 				continue
 			}
-			pos[e.Name] = len(out)
+			if pos != nil {
+				pos[e.Name] = len(out)
+			}
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// smallEnv is the most variables MergeEnv scans for a name.
+const smallEnv = 32
+
+func envIndex(env []corev1.EnvVar, pos map[string]int, name string) int {
+	if pos != nil {
+		if i, ok := pos[name]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range env {
+		if env[i].Name == name {
+			return i
+		}
+	}
+	return -1
 }

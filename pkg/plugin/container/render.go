@@ -11,9 +11,6 @@ import (
 	"github.com/taskaction/executor/pkg/task"
 )
 
-// placeholder matches any "{{ ... }}"; what is inside decides whether it is one we render.
-var placeholder = regexp.MustCompile(`(?s)\{\{(.*?)\}\}`)
-
 // placeholderName matches the inside of a placeholder Flyte's runtime contract
 // renders: ".Name" or "$Name", spaces allowed around it, any letter case.
 var placeholderName = regexp.MustCompile(`^\s*[.$]([A-Za-z][A-Za-z0-9_]*)\s*$`)
@@ -26,51 +23,76 @@ const TaskTemplatePath = "inline://taskTemplate"
 // attempt: an empty argument the runtime can still parse.
 const emptyPrevCheckpoint = `""`
 
-// templateVars are the values of the placeholders, by lower-case name. A
-// value in missing means the placeholder is known but cannot be rendered
-// for this TaskAction (the reason says why).
+// templateVars give the values of the placeholders, by lower-case name,
+// computed when a placeholder asks for one (most strings have none).
 type templateVars struct {
-	values  map[string]string
-	missing map[string]string
+	ta      *flytev1.TaskAction
+	attempt int32
+	podName string
+	// outputPrefix is task.OutputPrefix of the attempt, once computed.
+	outputPrefix *string
 	// inputs render {{.Inputs.<name>}}, all of a pod's within a bound; nil
 	// leaves them as they are (as Flyte does when it has no inputs).
 	inputs *task.InputRenderer
 }
 
-// varsFor computes the placeholder values of attempt (1-based) of ta, whose pod is podName.
+// varsFor is the placeholder values of attempt (1-based) of ta, whose pod is podName.
 func varsFor(ta *flytev1.TaskAction, attempt int32, podName string) templateVars {
-	v := templateVars{values: map[string]string{}, missing: map[string]string{}}
-	set := func(name, value, need string) {
-		if need != "" {
-			v.missing[name] = need
-			return
+	return templateVars{ta: ta, attempt: attempt, podName: podName, outputPrefix: new(string)}
+}
+
+// lookup is the value of the placeholder name (lower case); known is false
+// for a name the runtime contract does not have, and a known placeholder
+// that cannot be rendered for this TaskAction has why instead of a value.
+func (v templateVars) lookup(name string) (value, why string, known bool) {
+	ta, attempt := v.ta, v.attempt
+	switch name {
+	case "input", "inputprefix":
+		if ta.Spec.InputURI == "" {
+			return "", "spec.inputUri is empty", true
 		}
-		v.values[name] = value
+		if name == "input" {
+			return layout.InputURI(ta.Spec.InputURI), "", true
+		}
+		return layout.InputPrefix(ta.Spec.InputURI), "", true
+	case "outputprefix", "rawoutputdataprefix", "checkpointoutputprefix":
+		out := v.output()
+		if out == "" {
+			return "", noOutput, true
+		}
+		switch name {
+		case "outputprefix":
+			return out, "", true
+		case "rawoutputdataprefix":
+			return task.RawOutputDataPrefix(ta, attempt), "", true
+		}
+		return task.CheckpointPrefix(ta, attempt), "", true
+	case "prevcheckpointprefix":
+		if attempt <= 1 {
+			return emptyPrevCheckpoint, "", true
+		}
+		if v.output() == "" {
+			return "", noOutput, true
+		}
+		return task.PrevCheckpointPrefix(ta, attempt), "", true
+	case "perretryuniquekey":
+		return perRetryUniqueKey(v.podName), "", true
+	case "tasktemplatepath":
+		return TaskTemplatePath, "", true
+	case "namespace":
+		return ta.Namespace, "", true
 	}
-	noInput := ""
-	if ta.Spec.InputURI == "" {
-		noInput = "spec.inputUri is empty"
+	return "", "", false
+}
+
+// noOutput is why the output placeholders cannot be rendered.
+const noOutput = "spec.runOutputBase is empty"
+
+func (v templateVars) output() string {
+	if *v.outputPrefix == "" {
+		*v.outputPrefix = task.OutputPrefix(v.ta, v.attempt)
 	}
-	noOutput := ""
-	if task.OutputPrefix(ta, attempt) == "" {
-		noOutput = "spec.runOutputBase is empty"
-	}
-	set("input", layout.InputURI(ta.Spec.InputURI), noInput)
-	set("inputprefix", layout.InputPrefix(ta.Spec.InputURI), noInput)
-	set("outputprefix", task.OutputPrefix(ta, attempt), noOutput)
-	set("rawoutputdataprefix", task.RawOutputDataPrefix(ta, attempt), noOutput)
-	set("checkpointoutputprefix", task.CheckpointPrefix(ta, attempt), noOutput)
-	if prev := task.PrevCheckpointPrefix(ta, attempt); prev != "" {
-		set("prevcheckpointprefix", prev, "")
-	} else if attempt > 1 {
-		set("prevcheckpointprefix", "", noOutput)
-	} else {
-		set("prevcheckpointprefix", emptyPrevCheckpoint, "")
-	}
-	set("perretryuniquekey", perRetryUniqueKey(podName), "")
-	set("tasktemplatepath", TaskTemplatePath, "")
-	set("namespace", ta.Namespace, "")
-	return v
+	return *v.outputPrefix
 }
 
 // render replaces the placeholders it knows in every string of in, and
@@ -85,8 +107,8 @@ func (v templateVars) render(field string, in []string) ([]string, error) {
 	out := make([]string, len(in))
 	var bad []string
 	for i, s := range in {
-		out[i] = placeholder.ReplaceAllStringFunc(s, func(m string) string {
-			if in := task.InputPlaceholder.FindStringSubmatch(m); in != nil && in[0] == m && v.inputs != nil {
+		out[i] = replacePlaceholders(s, func(m, inside string) string {
+			if in := v.inputMatch(m); in != nil {
 				val, err := v.inputs.Value(in[1])
 				if err != nil {
 					bad = append(bad, fmt.Sprintf("placeholder %q in %s[%d] cannot be rendered: %v", m, field, i, err))
@@ -94,18 +116,20 @@ func (v templateVars) render(field string, in []string) ([]string, error) {
 				}
 				return val
 			}
-			sm := placeholderName.FindStringSubmatch(placeholder.FindStringSubmatch(m)[1])
+			sm := placeholderName.FindStringSubmatch(inside)
 			if sm == nil {
 				return m
 			}
 			name := strings.ToLower(sm[1])
-			if val, ok := v.values[name]; ok {
-				return val
+			val, why, known := v.lookup(name)
+			if !known {
+				return m
 			}
-			if why, ok := v.missing[name]; ok {
+			if why != "" {
 				bad = append(bad, fmt.Sprintf("placeholder %q in %s[%d] cannot be rendered: %s", m, field, i, why))
+				return m
 			}
-			return m
+			return val
 		})
 	}
 	if len(bad) > 0 {
@@ -113,4 +137,43 @@ func (v templateVars) render(field string, in []string) ([]string, error) {
 		return nil, fmt.Errorf("%s", strings.Join(bad, "; "))
 	}
 	return out, nil
+}
+
+// replacePlaceholders replaces every "{{...}}" of s (from each "{{" to the
+// first "}}" after it, left to right) by what f returns for it and for what
+// is inside it. A string without one is returned as it is.
+func replacePlaceholders(s string, f func(m, inside string) string) string {
+	var b strings.Builder
+	rest := s
+	for {
+		i := strings.Index(rest, "{{")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(rest[i+2:], "}}")
+		if j < 0 {
+			break
+		}
+		end := i + 2 + j + 2
+		b.WriteString(rest[:i])
+		b.WriteString(f(rest[i:end], rest[i+2:end-2]))
+		rest = rest[end:]
+	}
+	if len(rest) == len(s) {
+		return s
+	}
+	b.WriteString(rest)
+	return b.String()
+}
+
+// inputMatch is the submatches of m as an {{.Inputs.x}} placeholder when
+// the inputs were read (nil otherwise).
+func (v templateVars) inputMatch(m string) []string {
+	if v.inputs == nil {
+		return nil
+	}
+	if in := task.InputPlaceholder.FindStringSubmatch(m); in != nil && in[0] == m {
+		return in
+	}
+	return nil
 }
