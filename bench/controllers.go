@@ -83,6 +83,9 @@ func startFloor(ctx context.Context, o options, r *rig, dir string) (*controller
 	if o.Unrelated > 0 {
 		args = append(args, "--namespace="+benchNamespace)
 	}
+	if o.FloorPprof != "" {
+		args = append(args, "--pprof-addr="+o.FloorPprof)
+	}
 	p, err := startProc(ctx, "floor", filepath.Join(dir, "floor.log"), self, args...)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -52,6 +53,7 @@ func runFloor(args []string) error {
 	burst := fs.Int("burst", 200, "client burst")
 	workers := fs.Int("workers", 64, "reconcile workers")
 	namespace := fs.String("namespace", "", "the one namespace to cache and reconcile (as the executor's namespaces); empty: every namespace")
+	pprofAddr := fs.String("pprof-addr", "", "serve net/http/pprof here (the profiles of goal 3); empty: not served")
 	pod := fs.String("pod", floorPodMinimal, "the pod it creates: "+floorPodMinimal+" (floorPod) or "+floorPodExecutor+" (the executor's own, at its default configuration: Flyte's environment, labels and default resources)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -134,6 +136,19 @@ func runFloor(args []string) error {
 			fmt.Fprintln(os.Stderr, "floor: metrics:", err)
 		}
 	}()
+
+	if *pprofAddr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		psrv := &http.Server{Addr: *pprofAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := psrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				fmt.Fprintln(os.Stderr, "floor: pprof:", err)
+			}
+		}()
+		defer psrv.Close()
+	}
 
 	cacheErr := make(chan error, 1)
 	go func() { cacheErr <- c.Start(ctx) }()

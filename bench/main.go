@@ -59,6 +59,7 @@ type options struct {
 	FloorQPS      float64
 	FloorBurst    int
 	FloorPod      string
+	FloorPprof    string
 	FloorWebhook  bool
 	// ProfileAPIServer: a CPU profile of kube-apiserver this long, taken
 	// from the first create on (0: none).
@@ -123,6 +124,7 @@ func main() {
 	fs.IntVar(&o.Unrelated, "unrelated", 0, "before each mode's controller starts, create this many TaskActions and as many plain unscheduled pods in the namespace "+unrelatedNamespace+", and scope both controllers to the bench namespace: the memory of ignoring them")
 	fs.Float64Var(&o.FloorQPS, "floor-qps", 0, "client QPS of the floor (0: the same as --qps)")
 	fs.IntVar(&o.FloorBurst, "floor-burst", 0, "client burst of the floor (0: the same as --burst)")
+	fs.StringVar(&o.FloorPprof, "floor-pprof", "", "serve the floor's net/http/pprof at this address (e.g. 127.0.0.1:6066) for a profile to set beside the executor's (--executor-args \"--executor.pprofBindAddress=…\"); empty: none")
 	fs.StringVar(&o.FloorPod, "floor-pod", floorPodMinimal, "the floor's pod: "+floorPodMinimal+" (the smallest that runs the task) or "+floorPodExecutor+" (the executor's own: Flyte's environment and labels, default resources)")
 	fs.BoolVar(&o.FloorWebhook, "floor-webhook", false, "install the executor's admission webhooks in the floor's runs too, served by `executor webhook` alone: the floor's creates pay the executor's admission call (its TaskActions get the finalizer, which the floor never removes: use with --gc=false)")
 	fs.DurationVar(&o.ProfileAPIServer, "profile-apiserver", 0, "take a CPU profile of kube-apiserver this long from each mode's first create, and with --gc from the start of its deletion phase, written beside the results as <base>-<mode>[-deletion]-apiserver.pprof (go tool pprof reads them); 0: none")
