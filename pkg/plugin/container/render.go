@@ -71,10 +71,10 @@ func (v templateVars) lookup(name string) (value, why string, known bool) {
 		if attempt <= 1 {
 			return emptyPrevCheckpoint, "", true
 		}
-		if v.output() == "" {
-			return "", noOutput, true
+		if prev := task.PrevCheckpointPrefix(ta, attempt); prev != "" {
+			return prev, "", true
 		}
-		return task.PrevCheckpointPrefix(ta, attempt), "", true
+		return "", noOutput, true
 	case "perretryuniquekey":
 		return perRetryUniqueKey(v.podName), "", true
 	case "tasktemplatepath":
