@@ -68,8 +68,8 @@ image:
 
 # fuzz: the fuzz targets of everything that parses what a client stores (the
 # typed decode, Flyte's template, the pod build, the admission webhook and its
-# AdmissionReview decode), one
-# after the other for FUZZTIME each; `make test` runs each for FUZZTIME_BRIEF.
+# AdmissionReview decode), one after the other for FUZZTIME each; `make test`
+# runs each for FUZZTIME_BRIEF.
 # Each input must be handled within a second (test/faults/badinput/hostile).
 FUZZTIME ?= 2m
 FUZZTIME_BRIEF ?= 5s

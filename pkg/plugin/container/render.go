@@ -29,8 +29,6 @@ type templateVars struct {
 	ta      *flytev1.TaskAction
 	attempt int32
 	podName string
-	// outputPrefix is task.OutputPrefix of the attempt, once computed.
-	outputPrefix *string
 	// inputs render {{.Inputs.<name>}}, all of a pod's within a bound; nil
 	// leaves them as they are (as Flyte does when it has no inputs).
 	inputs *task.InputRenderer
@@ -38,7 +36,7 @@ type templateVars struct {
 
 // varsFor is the placeholder values of attempt (1-based) of ta, whose pod is podName.
 func varsFor(ta *flytev1.TaskAction, attempt int32, podName string) templateVars {
-	return templateVars{ta: ta, attempt: attempt, podName: podName, outputPrefix: new(string)}
+	return templateVars{ta: ta, attempt: attempt, podName: podName}
 }
 
 // lookup is the value of the placeholder name (lower case); known is false
@@ -56,14 +54,13 @@ func (v templateVars) lookup(name string) (value, why string, known bool) {
 		}
 		return layout.InputPrefix(ta.Spec.InputURI), "", true
 	case "outputprefix", "rawoutputdataprefix", "checkpointoutputprefix":
-		out := v.output()
-		if out == "" {
+		out := task.OutputPrefix(ta, attempt)
+		switch {
+		case out == "":
 			return "", noOutput, true
-		}
-		switch name {
-		case "outputprefix":
+		case name == "outputprefix":
 			return out, "", true
-		case "rawoutputdataprefix":
+		case name == "rawoutputdataprefix":
 			return task.RawOutputDataPrefix(ta, attempt), "", true
 		}
 		return task.CheckpointPrefix(ta, attempt), "", true
@@ -87,13 +84,6 @@ func (v templateVars) lookup(name string) (value, why string, known bool) {
 
 // noOutput is why the output placeholders cannot be rendered.
 const noOutput = "spec.runOutputBase is empty"
-
-func (v templateVars) output() string {
-	if *v.outputPrefix == "" {
-		*v.outputPrefix = task.OutputPrefix(v.ta, v.attempt)
-	}
-	return *v.outputPrefix
-}
 
 // render replaces the placeholders it knows in every string of in, and
 // {{.Inputs.x}} when the inputs were read; every other "{{...}}" (a
